@@ -1,0 +1,12 @@
+//! den: the denotation of certgrad's StableHLO subset.
+//!
+//! One evaluator, generic over the scalar type, follows the StableHLO
+//! specification op by op; the same code gives f64/f32/bf16 execution,
+//! forward-mode derivatives (dual numbers), exact rational arithmetic and the
+//! decision margins the certifier needs. `fast` holds f32 kernels for the heavy
+//! ops, which must agree with the generic path.
+
+pub mod fast;
+pub mod tensor;
+
+pub use tensor::{row_major_strides, Tensor};

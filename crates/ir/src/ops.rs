@@ -1,0 +1,437 @@
+//! The op vocabulary: one enum variant per StableHLO op certgrad knows, with its
+//! attributes fully normalised (defaults filled in), so two modules that mean the
+//! same thing compare equal and the printer has one canonical spelling.
+
+/// Payload of `stablehlo.constant`: `dense<…>` values in row-major order.
+/// `values.len() == 1` with a larger shape means a splat.
+#[derive(Clone, Debug, PartialEq)]
+pub enum DenseData {
+    /// Float element types; every f16/bf16/f32 value is exactly representable in f64.
+    Float(Vec<f64>),
+    /// Integer element types (i1 stored as 0/1, unsigned as their value).
+    Int(Vec<i64>),
+}
+
+impl DenseData {
+    pub fn len(&self) -> usize {
+        match self {
+            DenseData::Float(v) => v.len(),
+            DenseData::Int(v) => v.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum UnaryOp {
+    Negate,
+    Abs,
+    Exponential,
+    ExponentialMinusOne,
+    Log,
+    LogPlusOne,
+    Sqrt,
+    Rsqrt,
+    Cbrt,
+    Tanh,
+    Logistic,
+    Sign,
+    Floor,
+    Ceil,
+    RoundNearestEven,
+    Sine,
+    Cosine,
+    Not,
+    /// `chlo.erf` (JAX exports of the erf-form GELU).
+    Erf,
+    /// `chlo.square`.
+    Square,
+}
+
+impl UnaryOp {
+    pub const ALL: [UnaryOp; 20] = [
+        UnaryOp::Negate,
+        UnaryOp::Abs,
+        UnaryOp::Exponential,
+        UnaryOp::ExponentialMinusOne,
+        UnaryOp::Log,
+        UnaryOp::LogPlusOne,
+        UnaryOp::Sqrt,
+        UnaryOp::Rsqrt,
+        UnaryOp::Cbrt,
+        UnaryOp::Tanh,
+        UnaryOp::Logistic,
+        UnaryOp::Sign,
+        UnaryOp::Floor,
+        UnaryOp::Ceil,
+        UnaryOp::RoundNearestEven,
+        UnaryOp::Sine,
+        UnaryOp::Cosine,
+        UnaryOp::Not,
+        UnaryOp::Erf,
+        UnaryOp::Square,
+    ];
+
+    /// Full op name as printed (`stablehlo.negate`, `chlo.erf`).
+    pub fn name(self) -> &'static str {
+        match self {
+            UnaryOp::Negate => "stablehlo.negate",
+            UnaryOp::Abs => "stablehlo.abs",
+            UnaryOp::Exponential => "stablehlo.exponential",
+            UnaryOp::ExponentialMinusOne => "stablehlo.exponential_minus_one",
+            UnaryOp::Log => "stablehlo.log",
+            UnaryOp::LogPlusOne => "stablehlo.log_plus_one",
+            UnaryOp::Sqrt => "stablehlo.sqrt",
+            UnaryOp::Rsqrt => "stablehlo.rsqrt",
+            UnaryOp::Cbrt => "stablehlo.cbrt",
+            UnaryOp::Tanh => "stablehlo.tanh",
+            UnaryOp::Logistic => "stablehlo.logistic",
+            UnaryOp::Sign => "stablehlo.sign",
+            UnaryOp::Floor => "stablehlo.floor",
+            UnaryOp::Ceil => "stablehlo.ceil",
+            UnaryOp::RoundNearestEven => "stablehlo.round_nearest_even",
+            UnaryOp::Sine => "stablehlo.sine",
+            UnaryOp::Cosine => "stablehlo.cosine",
+            UnaryOp::Not => "stablehlo.not",
+            UnaryOp::Erf => "chlo.erf",
+            UnaryOp::Square => "chlo.square",
+        }
+    }
+
+    pub fn from_name(s: &str) -> Option<UnaryOp> {
+        UnaryOp::ALL.into_iter().find(|u| u.name() == s)
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BinaryOp {
+    Add,
+    Subtract,
+    Multiply,
+    Divide,
+    Remainder,
+    Maximum,
+    Minimum,
+    Power,
+    And,
+    Or,
+    Xor,
+}
+
+impl BinaryOp {
+    pub const ALL: [BinaryOp; 11] = [
+        BinaryOp::Add,
+        BinaryOp::Subtract,
+        BinaryOp::Multiply,
+        BinaryOp::Divide,
+        BinaryOp::Remainder,
+        BinaryOp::Maximum,
+        BinaryOp::Minimum,
+        BinaryOp::Power,
+        BinaryOp::And,
+        BinaryOp::Or,
+        BinaryOp::Xor,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            BinaryOp::Add => "stablehlo.add",
+            BinaryOp::Subtract => "stablehlo.subtract",
+            BinaryOp::Multiply => "stablehlo.multiply",
+            BinaryOp::Divide => "stablehlo.divide",
+            BinaryOp::Remainder => "stablehlo.remainder",
+            BinaryOp::Maximum => "stablehlo.maximum",
+            BinaryOp::Minimum => "stablehlo.minimum",
+            BinaryOp::Power => "stablehlo.power",
+            BinaryOp::And => "stablehlo.and",
+            BinaryOp::Or => "stablehlo.or",
+            BinaryOp::Xor => "stablehlo.xor",
+        }
+    }
+
+    pub fn from_name(s: &str) -> Option<BinaryOp> {
+        BinaryOp::ALL.into_iter().find(|b| b.name() == s)
+    }
+
+    /// Logical ops take integer/boolean operands only.
+    pub fn is_logical(self) -> bool {
+        matches!(self, BinaryOp::And | BinaryOp::Or | BinaryOp::Xor)
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CompareDirection {
+    Eq,
+    Ne,
+    Ge,
+    Gt,
+    Le,
+    Lt,
+}
+
+impl CompareDirection {
+    pub const ALL: [CompareDirection; 6] = [
+        CompareDirection::Eq,
+        CompareDirection::Ne,
+        CompareDirection::Ge,
+        CompareDirection::Gt,
+        CompareDirection::Le,
+        CompareDirection::Lt,
+    ];
+
+    /// `EQ`, `NE`, `GE`, `GT`, `LE`, `LT`.
+    pub fn mnemonic(self) -> &'static str {
+        match self {
+            CompareDirection::Eq => "EQ",
+            CompareDirection::Ne => "NE",
+            CompareDirection::Ge => "GE",
+            CompareDirection::Gt => "GT",
+            CompareDirection::Le => "LE",
+            CompareDirection::Lt => "LT",
+        }
+    }
+
+    pub fn from_mnemonic(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|d| d.mnemonic() == s)
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CompareType {
+    Float,
+    TotalOrder,
+    Signed,
+    Unsigned,
+}
+
+impl CompareType {
+    pub const ALL: [CompareType; 4] = [
+        CompareType::Float,
+        CompareType::TotalOrder,
+        CompareType::Signed,
+        CompareType::Unsigned,
+    ];
+
+    /// `FLOAT`, `TOTALORDER`, `SIGNED`, `UNSIGNED`.
+    pub fn mnemonic(self) -> &'static str {
+        match self {
+            CompareType::Float => "FLOAT",
+            CompareType::TotalOrder => "TOTALORDER",
+            CompareType::Signed => "SIGNED",
+            CompareType::Unsigned => "UNSIGNED",
+        }
+    }
+
+    pub fn from_mnemonic(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|d| d.mnemonic() == s)
+    }
+}
+
+/// `dot_general` dimension numbers.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct DotDims {
+    pub lhs_batch: Vec<i64>,
+    pub rhs_batch: Vec<i64>,
+    pub lhs_contracting: Vec<i64>,
+    pub rhs_contracting: Vec<i64>,
+}
+
+/// Convolution dimension numbers: which tensor dimension plays which role.
+/// `[b, f, 0, 1]x[o, i, 0, 1]->[b, f, 0, 1]` is NCHW / OIHW / NCHW.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConvDims {
+    pub input_batch: i64,
+    pub input_feature: i64,
+    pub input_spatial: Vec<i64>,
+    pub kernel_input_feature: i64,
+    pub kernel_output_feature: i64,
+    pub kernel_spatial: Vec<i64>,
+    pub output_batch: i64,
+    pub output_feature: i64,
+    pub output_spatial: Vec<i64>,
+}
+
+impl ConvDims {
+    /// NCHW / OIHW / NCHW with `spatial` spatial dimensions.
+    pub fn nchw(spatial: usize) -> Self {
+        let sp: Vec<i64> = (2..2 + spatial as i64).collect();
+        ConvDims {
+            input_batch: 0,
+            input_feature: 1,
+            input_spatial: sp.clone(),
+            kernel_input_feature: 1,
+            kernel_output_feature: 0,
+            kernel_spatial: sp.clone(),
+            output_batch: 0,
+            output_feature: 1,
+            output_spatial: sp,
+        }
+    }
+}
+
+/// `stablehlo.convolution` attributes, defaults filled in.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ConvAttrs {
+    pub window_strides: Vec<i64>,
+    /// `(low, high)` per spatial dimension; negative values crop.
+    pub padding: Vec<(i64, i64)>,
+    pub lhs_dilation: Vec<i64>,
+    pub rhs_dilation: Vec<i64>,
+    pub window_reversal: Vec<bool>,
+    pub dims: ConvDims,
+    pub feature_group_count: i64,
+    pub batch_group_count: i64,
+    /// Precision config kept verbatim for printing; evaluation ignores it.
+    pub precision_config: Option<String>,
+}
+
+impl ConvAttrs {
+    /// Stride 1, no padding, no dilation, one group, NCHW/OIHW, 2 spatial dims.
+    pub fn plain2d() -> Self {
+        ConvAttrs {
+            window_strides: vec![1, 1],
+            padding: vec![(0, 0), (0, 0)],
+            lhs_dilation: vec![1, 1],
+            rhs_dilation: vec![1, 1],
+            window_reversal: vec![false, false],
+            dims: ConvDims::nchw(2),
+            feature_group_count: 1,
+            batch_group_count: 1,
+            precision_config: None,
+        }
+    }
+}
+
+/// `stablehlo.reduce_window` attributes (one entry per operand dimension).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WindowAttrs {
+    pub window_dimensions: Vec<i64>,
+    pub window_strides: Vec<i64>,
+    pub base_dilations: Vec<i64>,
+    pub window_dilations: Vec<i64>,
+    pub padding: Vec<(i64, i64)>,
+}
+
+/// `stablehlo.select_and_scatter` attributes (one entry per operand dimension).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ScatterWindowAttrs {
+    pub window_dimensions: Vec<i64>,
+    pub window_strides: Vec<i64>,
+    pub padding: Vec<(i64, i64)>,
+}
+
+/// Every op certgrad knows. Attributes live in the variant; operands, results and
+/// regions live in [`crate::Op`].
+#[derive(Clone, Debug, PartialEq)]
+pub enum OpKind {
+    /// `stablehlo.constant dense<…>`; the result type is the op's result type.
+    Constant(DenseData),
+    Unary(UnaryOp),
+    Binary(BinaryOp),
+    Compare {
+        direction: CompareDirection,
+        compare_type: Option<CompareType>,
+    },
+    /// `select(pred, on_true, on_false)`; pred is i1, scalar or same shape.
+    Select,
+    /// `clamp(min, operand, max)`.
+    Clamp,
+    /// Element type conversion; result type given.
+    Convert,
+    /// Result type given.
+    Reshape,
+    Transpose {
+        permutation: Vec<i64>,
+    },
+    /// Result type given.
+    BroadcastInDim {
+        dims: Vec<i64>,
+    },
+    Reverse {
+        dims: Vec<i64>,
+    },
+    Slice {
+        start: Vec<i64>,
+        limit: Vec<i64>,
+        strides: Vec<i64>,
+    },
+    /// Operands: operand, padding value (scalar).
+    Pad {
+        low: Vec<i64>,
+        high: Vec<i64>,
+        interior: Vec<i64>,
+    },
+    Concatenate {
+        dim: i64,
+    },
+    /// Result type given.
+    Iota {
+        dim: i64,
+    },
+    DotGeneral {
+        dims: DotDims,
+        precision_config: Option<String>,
+    },
+    Convolution(ConvAttrs),
+    /// Operands: inputs…, init values…; one region (the reducer).
+    Reduce {
+        dims: Vec<i64>,
+    },
+    /// Operands: inputs…, init values…; one region.
+    ReduceWindow(WindowAttrs),
+    /// Operands: operand, source, init value; regions: select, scatter.
+    SelectAndScatter(ScatterWindowAttrs),
+    /// One region (the combiner). Single-replica evaluation is the identity.
+    AllReduce {
+        replica_groups: Vec<Vec<i64>>,
+        channel_id: Option<(i64, i64)>,
+        use_global_device_ids: bool,
+    },
+    /// `func.call @callee(…)`.
+    Call {
+        callee: String,
+    },
+    /// `stablehlo.return`, the terminator of op regions.
+    Return,
+    /// `func.return`, the terminator of a function body.
+    FuncReturn,
+}
+
+impl OpKind {
+    /// The op's full name as printed (`stablehlo.add`, `func.call`, …).
+    pub fn name(&self) -> &'static str {
+        match self {
+            OpKind::Constant(_) => "stablehlo.constant",
+            OpKind::Unary(u) => u.name(),
+            OpKind::Binary(b) => b.name(),
+            OpKind::Compare { .. } => "stablehlo.compare",
+            OpKind::Select => "stablehlo.select",
+            OpKind::Clamp => "stablehlo.clamp",
+            OpKind::Convert => "stablehlo.convert",
+            OpKind::Reshape => "stablehlo.reshape",
+            OpKind::Transpose { .. } => "stablehlo.transpose",
+            OpKind::BroadcastInDim { .. } => "stablehlo.broadcast_in_dim",
+            OpKind::Reverse { .. } => "stablehlo.reverse",
+            OpKind::Slice { .. } => "stablehlo.slice",
+            OpKind::Pad { .. } => "stablehlo.pad",
+            OpKind::Concatenate { .. } => "stablehlo.concatenate",
+            OpKind::Iota { .. } => "stablehlo.iota",
+            OpKind::DotGeneral { .. } => "stablehlo.dot_general",
+            OpKind::Convolution(_) => "stablehlo.convolution",
+            OpKind::Reduce { .. } => "stablehlo.reduce",
+            OpKind::ReduceWindow(_) => "stablehlo.reduce_window",
+            OpKind::SelectAndScatter(_) => "stablehlo.select_and_scatter",
+            OpKind::AllReduce { .. } => "stablehlo.all_reduce",
+            OpKind::Call { .. } => "func.call",
+            OpKind::Return => "stablehlo.return",
+            OpKind::FuncReturn => "func.return",
+        }
+    }
+
+    pub fn is_terminator(&self) -> bool {
+        matches!(self, OpKind::Return | OpKind::FuncReturn)
+    }
+}
