@@ -6,7 +6,10 @@
 //! decision margins the certifier needs. `fast` holds f32 kernels for the heavy
 //! ops, which must agree with the generic path.
 
+pub mod eval;
 pub mod fast;
+pub mod scalar;
 pub mod tensor;
+pub mod value;
 
 pub use tensor::{row_major_strides, Tensor};

@@ -8,7 +8,10 @@ pub mod builder;
 pub mod infer;
 pub mod module;
 pub mod ops;
+pub mod parse;
+pub mod print;
 pub mod types;
+pub mod verify;
 
 pub use builder::FuncBuilder;
 pub use infer::{infer_result_types, TypeError};

@@ -1,0 +1,1 @@
+//! Parsing StableHLO text: pretty and generic op forms, JAX export decorations.

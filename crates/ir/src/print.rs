@@ -1,0 +1,1 @@
+//! Printing modules as the pretty StableHLO text MLIR (and JAX) writes.

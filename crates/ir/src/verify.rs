@@ -1,0 +1,2 @@
+//! Whole-module verification: SSA scoping, terminators, call signatures, and
+//! every op's types re-inferred.
