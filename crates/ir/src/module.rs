@@ -227,3 +227,27 @@ impl Func {
         counts
     }
 }
+
+impl Block {
+    /// If this block is a plain binary reducer `^bb0(%a, %b): %r = op %a, %b;
+    /// return %r` over scalars, the op. Printers use it for the compact
+    /// `applies stablehlo.add` form; evaluators for fast reductions.
+    pub fn as_binary_reducer(&self) -> Option<crate::ops::BinaryOp> {
+        if self.args.len() != 2 || self.ops.len() != 2 {
+            return None;
+        }
+        let (a, b) = (self.args[0].0, self.args[1].0);
+        let op = &self.ops[0];
+        let ret = &self.ops[1];
+        let bin = match op.kind {
+            OpKind::Binary(bin) => bin,
+            _ => return None,
+        };
+        let ok = op.operands == [a, b]
+            && op.results.len() == 1
+            && ret.kind == OpKind::Return
+            && ret.operands == [op.results[0].0]
+            && self.args.iter().all(|(_, t)| t.shape.is_empty());
+        ok.then_some(bin)
+    }
+}
