@@ -1,1 +1,209 @@
-fn main() {}
+//! `certgrad`: the command-line front end. Each subcommand is a thin shell over
+//! the library crates; exit status 0 = ok, 1 = a check refuted, 2 = usage,
+//! parse or verification error.
+
+mod demo;
+mod npy;
+
+use anyhow::{bail, Context, Result};
+use clap::{Parser, Subcommand};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Instant;
+
+#[derive(Parser)]
+#[command(
+    name = "certgrad",
+    version,
+    about = "Compile, certify and run StableHLO training steps",
+    long_about = "certgrad reads and writes StableHLO text (the form `jax.jit(f).lower(...).as_text()` \
+prints and `iree-compile --iree-input-type=stablehlo` accepts), evaluates it with one \
+reference semantics generic over the scalar type, and runs it on a fast f32 CPU executor."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Built-in default job: build a small conv net, print it as StableHLO, parse it
+    /// back and evaluate it on every evaluator path, reporting agreement.
+    Demo,
+    /// Parse, verify and round-trip a StableHLO file; print its functions and op counts.
+    Check {
+        /// The .mlir file to check.
+        file: PathBuf,
+    },
+    /// Evaluate a function of a StableHLO file on .npy inputs; write its outputs as .npy.
+    Run {
+        /// The .mlir file holding the function.
+        file: PathBuf,
+        /// Function to run (default: @main, else the only public function).
+        #[arg(long)]
+        func: Option<String>,
+        /// One .npy file per function argument, in order (dtype and shape are checked).
+        #[arg(long, num_args = 0..)]
+        inputs: Vec<PathBuf>,
+        /// Directory for out_0.npy, out_1.npy, … (created if missing).
+        #[arg(long)]
+        out: PathBuf,
+        /// Use the generic reference evaluator instead of the fast f32 kernels.
+        #[arg(long)]
+        generic: bool,
+    },
+}
+
+/// An error that has already been reported in full; exit with this status.
+struct Exit(u8);
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Demo => demo::demo(),
+        Command::Check { file } => check(&file),
+        Command::Run {
+            file,
+            func,
+            inputs,
+            out,
+            generic,
+        } => run(&file, func.as_deref(), &inputs, &out, !generic),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => match e.downcast_ref::<Exit>() {
+            Some(Exit(code)) => ExitCode::from(*code),
+            None => {
+                eprintln!("error: {e:#}");
+                ExitCode::from(2)
+            }
+        },
+    }
+}
+
+impl std::fmt::Debug for Exit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "exit {}", self.0)
+    }
+}
+impl std::fmt::Display for Exit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "exit {}", self.0)
+    }
+}
+impl std::error::Error for Exit {}
+
+/// Read, parse and verify a module; errors are printed as `file:line:col: …`.
+fn load_module(file: &Path) -> Result<ir::Module> {
+    let text =
+        std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
+    let name = file.display().to_string();
+    let module = ir::parse::parse_module(&text, &name).map_err(|e| anyhow::anyhow!("{e}"))?;
+    ir::verify::verify_module(&module).map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
+    Ok(module)
+}
+
+fn signature(f: &ir::Func) -> String {
+    let ins: Vec<String> = f.params.iter().map(|p| p.ty.to_string()).collect();
+    let outs: Vec<String> = f.results.iter().map(|r| r.ty.to_string()).collect();
+    format!("({}) -> ({})", ins.join(", "), outs.join(", "))
+}
+
+fn check(file: &Path) -> Result<()> {
+    let t0 = Instant::now();
+    let module = load_module(file)?;
+    let parsed = t0.elapsed();
+    let printed = ir::print::print_module(&module);
+    let reparsed = ir::parse::parse_module(&printed, "<printed>")
+        .map_err(|e| anyhow::anyhow!("round trip: the printed module does not parse: {e}"))?;
+    if reparsed != module {
+        bail!("round trip: parse(print(m)) differs from m");
+    }
+    if ir::print::print_module(&reparsed) != printed {
+        bail!("round trip: printing is not a fixed point");
+    }
+    println!(
+        "{}: ok ({} function{}, parsed and verified in {:.1} ms, round trip exact)",
+        file.display(),
+        module.funcs.len(),
+        if module.funcs.len() == 1 { "" } else { "s" },
+        parsed.as_secs_f64() * 1e3
+    );
+    for f in &module.funcs {
+        let vis = match f.visibility {
+            ir::Visibility::Public => "public",
+            ir::Visibility::Private => "private",
+        };
+        let counts = f.op_counts();
+        let total: usize = counts.iter().map(|(_, c)| c).sum();
+        println!("  func {vis} @{} {}", f.name, signature(f));
+        println!("    {total} ops");
+        for (name, c) in counts {
+            println!("    {c:>6}  {name}");
+        }
+    }
+    Ok(())
+}
+
+fn run(
+    file: &Path,
+    func: Option<&str>,
+    inputs: &[PathBuf],
+    out: &Path,
+    fast: bool,
+) -> Result<()> {
+    let module = load_module(file)?;
+    let f = match func {
+        Some(name) => module.func(name).with_context(|| {
+            let names: Vec<&str> = module.funcs.iter().map(|f| f.name.as_str()).collect();
+            format!(
+                "{}: no function @{name} (functions: @{})",
+                file.display(),
+                names.join(", @")
+            )
+        })?,
+        None => module.default_entry().with_context(|| {
+            format!(
+                "{}: several public functions; choose one with --func",
+                file.display()
+            )
+        })?,
+    };
+    if inputs.len() != f.params.len() {
+        bail!(
+            "@{} takes {} argument{} {}, but {} --inputs were given",
+            f.name,
+            f.params.len(),
+            if f.params.len() == 1 { "" } else { "s" },
+            signature(f),
+            inputs.len()
+        );
+    }
+    let mut values = Vec::with_capacity(inputs.len());
+    for (i, (path, p)) in inputs.iter().zip(&f.params).enumerate() {
+        values.push(npy::read_input(path, i, &p.ty)?);
+    }
+    let opts = den::eval::EvalOptions {
+        fast,
+        ..Default::default()
+    };
+    let t0 = Instant::now();
+    let result = den::eval::eval_func::<f32>(&module, &f.name, values, &opts)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
+    let elapsed = t0.elapsed();
+    std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
+    for (i, v) in result.outputs.iter().enumerate() {
+        npy::write_output(&out.join(format!("out_{i}.npy")), v)?;
+    }
+    println!(
+        "@{}: {} output{} written to {} (evaluated in {:.1} ms, {} path)",
+        f.name,
+        result.outputs.len(),
+        if result.outputs.len() == 1 { "" } else { "s" },
+        out.display(),
+        elapsed.as_secs_f64() * 1e3,
+        if fast { "fast f32" } else { "generic f32" }
+    );
+    Ok(())
+}
