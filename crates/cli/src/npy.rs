@@ -6,6 +6,7 @@ use anyhow::{bail, Context, Result};
 use den::value::Value;
 use den::Tensor;
 use ir::{ElemType, TensorType};
+use npyz::WriterBuilder;
 use std::path::Path;
 
 /// The numpy dtype string certgrad writes for (and expects of) an element type.

@@ -13,3 +13,6 @@ pub mod tensor;
 pub mod value;
 
 pub use tensor::{row_major_strides, Tensor};
+pub use eval::{eval_func, EvalError, EvalOptions, Evaluation, Margin};
+pub use scalar::{Bf16, Dual, Exact, NotExact, Scalar};
+pub use value::Value;

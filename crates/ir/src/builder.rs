@@ -130,10 +130,11 @@ impl FuncBuilder {
         })
     }
 
-    /// `stablehlo.constant` of a splat value.
+    /// `stablehlo.constant` of a splat value, rounded to the element type (as the
+    /// text would store it).
     pub fn splat(&mut self, value: f64, ty: TensorType) -> ValueId {
         let data = if ty.elem.is_float() {
-            DenseData::Float(vec![value])
+            DenseData::Float(vec![crate::print::round_to_elem(value, ty.elem)])
         } else {
             DenseData::Int(vec![value as i64])
         };

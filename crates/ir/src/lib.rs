@@ -10,6 +10,8 @@ pub mod module;
 pub mod ops;
 pub mod parse;
 pub mod print;
+#[doc(hidden)]
+pub mod testgen;
 pub mod types;
 pub mod verify;
 
@@ -18,3 +20,4 @@ pub use infer::{infer_result_types, TypeError};
 pub use module::{Block, Func, FuncResult, Module, Op, Param, SrcLoc, ValueId, Visibility};
 pub use ops::*;
 pub use types::{ElemType, TensorType};
+pub use verify::{verify_module, VerifyError};

@@ -4,12 +4,31 @@
 
 /// Payload of `stablehlo.constant`: `dense<…>` values in row-major order.
 /// `values.len() == 1` with a larger shape means a splat.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug)]
 pub enum DenseData {
     /// Float element types; every f16/bf16/f32 value is exactly representable in f64.
     Float(Vec<f64>),
     /// Integer element types (i1 stored as 0/1, unsigned as their value).
     Int(Vec<i64>),
+}
+
+/// Bitwise equality (any NaN equals any NaN): a NaN constant equals itself and
+/// `-0.0 != 0.0`, so a printed and re-parsed module compares equal exactly when
+/// its values survived.
+impl PartialEq for DenseData {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (DenseData::Float(a), DenseData::Float(b)) => {
+                a.len() == b.len()
+                    && a
+                        .iter()
+                        .zip(b)
+                        .all(|(x, y)| x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan()))
+            }
+            (DenseData::Int(a), DenseData::Int(b)) => a == b,
+            _ => false,
+        }
+    }
 }
 
 impl DenseData {

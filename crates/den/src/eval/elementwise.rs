@@ -1,0 +1,431 @@
+//! Elementwise ops: unary and binary arithmetic, logical ops, compare, select,
+//! clamp and convert — each following the StableHLO spec for float and integer
+//! element types. Float results are rounded with `Scalar::round_to` to the op's
+//! result element type.
+
+use super::{Decisions, Fail};
+use crate::scalar::{NotExact, Scalar};
+use crate::tensor::Tensor;
+use crate::value::Value;
+use ir::{BinaryOp, CompareDirection, CompareType, ElemType, UnaryOp};
+use std::cmp::Ordering;
+
+/// Wrap an integer to the range of `elem` (two's complement; i1 keeps the low bit).
+pub fn wrap_int(v: i64, elem: ElemType) -> i64 {
+    match elem {
+        ElemType::I1 => v & 1,
+        ElemType::I8 => v as i8 as i64,
+        ElemType::UI8 => v as u8 as i64,
+        ElemType::I32 => v as i32 as i64,
+        ElemType::UI32 => v as u32 as i64,
+        _ => v,
+    }
+}
+
+fn map_float<S: Scalar>(
+    t: &Tensor<S>,
+    elem: ElemType,
+    f: impl Fn(&S) -> Result<S, NotExact>,
+) -> Result<Value<S>, Fail> {
+    let data = t
+        .data
+        .iter()
+        .map(|x| f(x).map(|y| y.round_to(elem)))
+        .collect::<Result<Vec<S>, NotExact>>()?;
+    Ok(Value::Float(Tensor::new(t.shape.clone(), data), elem))
+}
+
+fn same_shape<A, B>(x: &Tensor<A>, y: &Tensor<B>) -> Result<(), Fail> {
+    if x.shape != y.shape {
+        return Err(Fail::msg(format!(
+            "operand shapes differ: {:?} vs {:?}",
+            x.shape, y.shape
+        )));
+    }
+    Ok(())
+}
+
+pub fn unary<S: Scalar>(u: UnaryOp, x: &Value<S>, out: ElemType) -> Result<Value<S>, Fail> {
+    match x {
+        Value::Float(t, _) => {
+            let ok = |f: fn(&S) -> S| map_float(t, out, |x| Ok(f(x)));
+            match u {
+                UnaryOp::Negate => ok(S::neg),
+                UnaryOp::Abs => ok(S::abs),
+                UnaryOp::Sign => ok(S::sign),
+                UnaryOp::Floor => ok(S::floor),
+                UnaryOp::Ceil => ok(S::ceil),
+                UnaryOp::RoundNearestEven => ok(S::round_nearest_even),
+                UnaryOp::Square => ok(|x| x.mul(x)),
+                UnaryOp::Exponential => map_float(t, out, S::exp),
+                UnaryOp::ExponentialMinusOne => map_float(t, out, S::expm1),
+                UnaryOp::Log => map_float(t, out, S::log),
+                UnaryOp::LogPlusOne => map_float(t, out, S::log1p),
+                UnaryOp::Sqrt => map_float(t, out, S::sqrt),
+                UnaryOp::Rsqrt => map_float(t, out, S::rsqrt),
+                UnaryOp::Cbrt => map_float(t, out, S::cbrt),
+                UnaryOp::Tanh => map_float(t, out, S::tanh),
+                UnaryOp::Logistic => map_float(t, out, S::logistic),
+                UnaryOp::Sine => map_float(t, out, S::sin),
+                UnaryOp::Cosine => map_float(t, out, S::cos),
+                UnaryOp::Erf => map_float(t, out, S::erf),
+                UnaryOp::Not => Err(Fail::msg("not is defined on integers and booleans only")),
+            }
+        }
+        Value::Int(t, e) => {
+            let e = *e;
+            let r = match u {
+                UnaryOp::Negate => t.map(|&x| wrap_int(x.wrapping_neg(), e)),
+                UnaryOp::Abs => t.map(|&x| wrap_int(x.wrapping_abs(), e)),
+                UnaryOp::Sign => t.map(|&x| x.signum()),
+                UnaryOp::Square => t.map(|&x| wrap_int(x.wrapping_mul(x), e)),
+                UnaryOp::Not if e == ElemType::I1 => t.map(|&x| 1 - x),
+                UnaryOp::Not => t.map(|&x| wrap_int(!x, e)),
+                _ => {
+                    return Err(Fail::msg(format!(
+                        "{} is not defined on integer type {e}",
+                        u.name()
+                    )))
+                }
+            };
+            Ok(Value::Int(r, e))
+        }
+    }
+}
+
+/// IEEE/spec integer power: negative exponents give 1/xⁿ truncated.
+fn int_pow(a: i64, b: i64, elem: ElemType) -> i64 {
+    if b < 0 {
+        return match a {
+            1 => 1,
+            -1 => {
+                if b % 2 == 0 {
+                    1
+                } else {
+                    -1
+                }
+            }
+            _ => 0,
+        };
+    }
+    let (mut base, mut exp, mut acc) = (a, b as u64, 1i64);
+    while exp > 0 {
+        if exp & 1 == 1 {
+            acc = wrap_int(acc.wrapping_mul(base), elem);
+        }
+        base = wrap_int(base.wrapping_mul(base), elem);
+        exp >>= 1;
+    }
+    acc
+}
+
+fn int_binary(b: BinaryOp, x: i64, y: i64, e: ElemType) -> Result<i64, Fail> {
+    let unsigned = e.is_unsigned();
+    let r = match b {
+        BinaryOp::Add => x.wrapping_add(y),
+        BinaryOp::Subtract => x.wrapping_sub(y),
+        BinaryOp::Multiply => x.wrapping_mul(y),
+        BinaryOp::Divide | BinaryOp::Remainder if y == 0 => {
+            return Err(Fail::msg(format!("integer {} by zero", b.name())))
+        }
+        BinaryOp::Divide if unsigned => ((x as u64) / (y as u64)) as i64,
+        BinaryOp::Divide => x.wrapping_div(y),
+        BinaryOp::Remainder if unsigned => ((x as u64) % (y as u64)) as i64,
+        BinaryOp::Remainder => x.wrapping_rem(y),
+        BinaryOp::Maximum if unsigned => (x as u64).max(y as u64) as i64,
+        BinaryOp::Maximum => x.max(y),
+        BinaryOp::Minimum if unsigned => (x as u64).min(y as u64) as i64,
+        BinaryOp::Minimum => x.min(y),
+        BinaryOp::Power => int_pow(x, y, e),
+        BinaryOp::And => x & y,
+        BinaryOp::Or => x | y,
+        BinaryOp::Xor => x ^ y,
+    };
+    Ok(wrap_int(r, e))
+}
+
+pub fn binary<S: Scalar>(
+    b: BinaryOp,
+    x: &Value<S>,
+    y: &Value<S>,
+    out: ElemType,
+    mut dec: Option<&mut Decisions>,
+) -> Result<Value<S>, Fail> {
+    match (x, y) {
+        (Value::Float(tx, _), Value::Float(ty, _)) => {
+            same_shape(tx, ty)?;
+            let mut data = Vec::with_capacity(tx.len());
+            for (i, (a, c)) in tx.data.iter().zip(&ty.data).enumerate() {
+                let r = match b {
+                    BinaryOp::Add => a.add(c),
+                    BinaryOp::Subtract => a.sub(c),
+                    BinaryOp::Multiply => a.mul(c),
+                    BinaryOp::Divide => a.div(c),
+                    BinaryOp::Remainder => a.rem(c),
+                    BinaryOp::Power => a.pow(c)?,
+                    BinaryOp::Maximum | BinaryOp::Minimum => {
+                        if let Some(d) = dec.as_deref_mut() {
+                            d.record(a.gap(c), i);
+                        }
+                        if b == BinaryOp::Maximum {
+                            a.max(c)
+                        } else {
+                            a.min(c)
+                        }
+                    }
+                    BinaryOp::And | BinaryOp::Or | BinaryOp::Xor => {
+                        return Err(Fail::msg("logical ops need integer or boolean operands"))
+                    }
+                };
+                data.push(r.round_to(out));
+            }
+            Ok(Value::Float(Tensor::new(tx.shape.clone(), data), out))
+        }
+        (Value::Int(tx, _), Value::Int(ty, _)) => {
+            same_shape(tx, ty)?;
+            let data = tx
+                .data
+                .iter()
+                .zip(&ty.data)
+                .map(|(&a, &c)| int_binary(b, a, c, out))
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok(Value::Int(Tensor::new(tx.shape.clone(), data), out))
+        }
+        _ => Err(Fail::msg("operands mix float and integer types")),
+    }
+}
+
+pub(crate) fn direction_holds(dir: CompareDirection, ord: Option<Ordering>) -> bool {
+    match ord {
+        // Unordered (NaN): every direction is false except NE.
+        None => dir == CompareDirection::Ne,
+        Some(o) => match dir {
+            CompareDirection::Eq => o == Ordering::Equal,
+            CompareDirection::Ne => o != Ordering::Equal,
+            CompareDirection::Ge => o != Ordering::Less,
+            CompareDirection::Gt => o == Ordering::Greater,
+            CompareDirection::Le => o != Ordering::Greater,
+            CompareDirection::Lt => o == Ordering::Less,
+        },
+    }
+}
+
+/// `compare`: FLOAT (IEEE, the default for floats) or TOTALORDER on floats,
+/// SIGNED/UNSIGNED on integers (default from the element type). Every float
+/// comparison is a decision with margin |a − b|.
+pub fn compare<S: Scalar>(
+    dir: CompareDirection,
+    ct: Option<CompareType>,
+    x: &Value<S>,
+    y: &Value<S>,
+    mut dec: Option<&mut Decisions>,
+) -> Result<Value<S>, Fail> {
+    let data = match (x, y) {
+        (Value::Float(tx, _), Value::Float(ty, _)) => {
+            same_shape(tx, ty)?;
+            let total = ct == Some(CompareType::TotalOrder);
+            tx.data
+                .iter()
+                .zip(&ty.data)
+                .enumerate()
+                .map(|(i, (a, c))| {
+                    if let Some(d) = dec.as_deref_mut() {
+                        d.record(a.gap(c), i);
+                    }
+                    let ord = if total {
+                        Some(a.total_cmp(c))
+                    } else {
+                        a.primal_cmp(c)
+                    };
+                    direction_holds(dir, ord) as i64
+                })
+                .collect()
+        }
+        (Value::Int(tx, e), Value::Int(ty, _)) => {
+            same_shape(tx, ty)?;
+            let unsigned = match ct {
+                Some(CompareType::Unsigned) => true,
+                Some(CompareType::Signed) => false,
+                _ => e.is_unsigned(),
+            };
+            tx.data
+                .iter()
+                .zip(&ty.data)
+                .map(|(&a, &c)| {
+                    let ord = if unsigned {
+                        (a as u64).cmp(&(c as u64))
+                    } else {
+                        a.cmp(&c)
+                    };
+                    direction_holds(dir, Some(ord)) as i64
+                })
+                .collect()
+        }
+        _ => return Err(Fail::msg("operands mix float and integer types")),
+    };
+    Ok(Value::Int(
+        Tensor::new(x.shape().to_vec(), data),
+        ElemType::I1,
+    ))
+}
+
+/// Element `i` of a tensor that is either a scalar (broadcast) or full-size.
+fn pick<T>(t: &Tensor<T>, i: usize) -> &T {
+    if t.data.len() == 1 {
+        &t.data[0]
+    } else {
+        &t.data[i]
+    }
+}
+
+fn check_scalar_or_same<T>(what: &str, t: &Tensor<T>, shape: &[usize]) -> Result<(), Fail> {
+    if t.shape.is_empty() || t.shape == shape {
+        Ok(())
+    } else {
+        Err(Fail::msg(format!(
+            "{what} has shape {:?}, expected a scalar or {:?}",
+            t.shape, shape
+        )))
+    }
+}
+
+/// `select(pred, on_true, on_false)`; pred is a scalar or has the operands' shape.
+pub fn select<S: Scalar>(
+    pred: &Value<S>,
+    on_true: &Value<S>,
+    on_false: &Value<S>,
+) -> Result<Value<S>, Fail> {
+    let p = pred.as_int().ok_or_else(|| Fail::msg("pred must be i1"))?;
+    check_scalar_or_same("pred", p, on_true.shape())?;
+    match (on_true, on_false) {
+        (Value::Float(t, e), Value::Float(f, _)) => {
+            same_shape(t, f)?;
+            let data = (0..t.len())
+                .map(|i| {
+                    if *pick(p, i) != 0 {
+                        t.data[i].clone()
+                    } else {
+                        f.data[i].clone()
+                    }
+                })
+                .collect();
+            Ok(Value::Float(Tensor::new(t.shape.clone(), data), *e))
+        }
+        (Value::Int(t, e), Value::Int(f, _)) => {
+            same_shape(t, f)?;
+            let data = (0..t.len())
+                .map(|i| {
+                    if *pick(p, i) != 0 {
+                        t.data[i]
+                    } else {
+                        f.data[i]
+                    }
+                })
+                .collect();
+            Ok(Value::Int(Tensor::new(t.shape.clone(), data), *e))
+        }
+        _ => Err(Fail::msg(
+            "on_true and on_false mix float and integer types",
+        )),
+    }
+}
+
+/// `clamp(min, operand, max)` = min(max(operand, min), max); min/max may be
+/// scalars. For floats each element is a decision against both bounds, margin
+/// the distance to the nearer bound (ReLU6 is a clamp).
+pub fn clamp<S: Scalar>(
+    lo: &Value<S>,
+    x: &Value<S>,
+    hi: &Value<S>,
+    mut dec: Option<&mut Decisions>,
+) -> Result<Value<S>, Fail> {
+    match (lo, x, hi) {
+        (Value::Float(l, _), Value::Float(t, e), Value::Float(h, _)) => {
+            check_scalar_or_same("min", l, &t.shape)?;
+            check_scalar_or_same("max", h, &t.shape)?;
+            let data = (0..t.len())
+                .map(|i| {
+                    let (lv, hv, xv) = (pick(l, i), pick(h, i), &t.data[i]);
+                    if let Some(d) = dec.as_deref_mut() {
+                        d.record(xv.gap(lv).min(xv.gap(hv)), i);
+                    }
+                    xv.max(lv).min(hv).round_to(*e)
+                })
+                .collect();
+            Ok(Value::Float(Tensor::new(t.shape.clone(), data), *e))
+        }
+        (Value::Int(l, _), Value::Int(t, e), Value::Int(h, _)) => {
+            check_scalar_or_same("min", l, &t.shape)?;
+            check_scalar_or_same("max", h, &t.shape)?;
+            let unsigned = e.is_unsigned();
+            let data = (0..t.len())
+                .map(|i| {
+                    let (lv, hv, xv) = (*pick(l, i), *pick(h, i), t.data[i]);
+                    if unsigned {
+                        (xv as u64).max(lv as u64).min(hv as u64) as i64
+                    } else {
+                        xv.max(lv).min(hv)
+                    }
+                })
+                .collect();
+            Ok(Value::Int(Tensor::new(t.shape.clone(), data), *e))
+        }
+        _ => Err(Fail::msg("clamp operands mix float and integer types")),
+    }
+}
+
+/// `convert`: float→float rounds to the result type; float→int truncates toward
+/// zero (saturating; NaN → 0); int→float is exact then rounded; int→int wraps;
+/// anything → i1 is `x ≠ 0`.
+pub fn convert<S: Scalar>(x: &Value<S>, out: ElemType) -> Result<Value<S>, Fail> {
+    Ok(match x {
+        Value::Float(t, _) if out.is_float() => {
+            Value::Float(t.map(|v| v.clone().round_to(out)), out)
+        }
+        Value::Float(t, _) if out == ElemType::I1 => {
+            Value::Int(t.map(|v| (!v.is_zero()) as i64), out)
+        }
+        Value::Float(t, _) => {
+            let (lo, hi) = int_range(out);
+            Value::Int(
+                t.map(|v| {
+                    let r = v.trunc().to_f64();
+                    if r.is_nan() {
+                        0
+                    } else {
+                        r.clamp(lo, hi) as i64
+                    }
+                }),
+                out,
+            )
+        }
+        Value::Int(t, e) if out.is_float() => Value::Float(
+            t.map(|&v| {
+                let s = if *e == ElemType::UI64 && v < 0 {
+                    // ui64 above 2⁶³: exact as f64 sums of two halves.
+                    S::from_i64((v as u64 >> 1) as i64)
+                        .add(&S::from_i64((v as u64 >> 1) as i64))
+                        .add(&S::from_i64(v & 1))
+                } else {
+                    S::from_i64(v)
+                };
+                s.round_to(out)
+            }),
+            out,
+        ),
+        Value::Int(t, _) if out == ElemType::I1 => Value::Int(t.map(|&v| (v != 0) as i64), out),
+        Value::Int(t, _) => Value::Int(t.map(|&v| wrap_int(v, out)), out),
+    })
+}
+
+/// Saturation bounds of an integer type, as f64.
+fn int_range(e: ElemType) -> (f64, f64) {
+    match e {
+        ElemType::I8 => (i8::MIN as f64, i8::MAX as f64),
+        ElemType::UI8 => (0.0, u8::MAX as f64),
+        ElemType::I32 => (i32::MIN as f64, i32::MAX as f64),
+        ElemType::UI32 => (0.0, u32::MAX as f64),
+        ElemType::UI64 => (0.0, i64::MAX as f64),
+        _ => (i64::MIN as f64, i64::MAX as f64),
+    }
+}

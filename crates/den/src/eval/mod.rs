@@ -1,0 +1,803 @@
+//! The generic evaluator: runs a function of an `ir::Module` over any
+//! [`Scalar`], one function per op following the StableHLO specification
+//! (families in `elementwise`, `shape`, `linalg`, `reduce`), recording the
+//! decision margins the certifier needs and dispatching heavy ops to the fast
+//! f32 kernels when asked.
+//!
+//! Op indices (for margins) are pre-order within a function: an op, then the
+//! ops of its regions, then the next op.
+
+mod elementwise;
+mod fastpath;
+mod index;
+mod linalg;
+mod reduce;
+mod shape;
+
+pub use elementwise::wrap_int;
+pub use reduce::as_compare_selector;
+
+use crate::scalar::{NotExact, Scalar};
+use crate::value::Value;
+use ir::{Block, Func, Module, Op, OpKind};
+use std::collections::HashMap;
+use std::fmt;
+
+#[derive(Clone, Debug)]
+pub struct EvalOptions {
+    /// Use the fast f32 kernels when the scalar is `f32` (decision ops only
+    /// when margins are not recorded).
+    pub fast: bool,
+    pub record_margins: bool,
+    /// Number of replicas (1: `all_reduce` is the identity).
+    pub replicas: usize,
+}
+
+impl Default for EvalOptions {
+    fn default() -> Self {
+        EvalOptions {
+            fast: true,
+            record_margins: false,
+            replicas: 1,
+        }
+    }
+}
+
+/// The decisions one op took during an evaluation, and the smallest margin.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Margin {
+    pub func: String,
+    /// Pre-order index of the op within its function.
+    pub op_index: usize,
+    pub op: &'static str,
+    pub line: Option<u32>,
+    /// The smallest margin of any decision (|a − b| of the primal values).
+    pub min: f64,
+    /// Flat index in the op's result (for windows: the output position) of
+    /// the first decision with the smallest margin.
+    pub argmin: usize,
+    /// Decisions taken with margin exactly 0.
+    pub ties: usize,
+    pub decisions: usize,
+}
+
+/// Outputs of a function, and the margins of its decision ops (when recorded),
+/// ordered by function and op index.
+#[derive(Clone, Debug)]
+pub struct Evaluation<S> {
+    pub outputs: Vec<Value<S>>,
+    pub margins: Vec<Margin>,
+}
+
+/// Why an evaluation failed: where, and what.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EvalError {
+    pub func: String,
+    pub op: &'static str,
+    pub line: Option<u32>,
+    pub message: String,
+}
+
+impl fmt::Display for EvalError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "@{}", self.func)?;
+        if let Some(l) = self.line {
+            write!(f, " line {l}")?;
+        }
+        write!(f, ": {}: {}", self.op, self.message)
+    }
+}
+
+impl std::error::Error for EvalError {}
+
+/// An op failure before it is placed: a message, or an error already placed
+/// inside a region or a callee.
+pub(crate) enum Fail {
+    Msg(String),
+    Placed(EvalError),
+}
+
+impl Fail {
+    pub(crate) fn msg(m: impl Into<String>) -> Self {
+        Fail::Msg(m.into())
+    }
+
+    fn place(self, func: &Func, op: &Op) -> EvalError {
+        match self {
+            Fail::Placed(e) => e,
+            Fail::Msg(message) => EvalError {
+                func: func.name.clone(),
+                op: op.kind.name(),
+                line: op.loc.line(),
+                message,
+            },
+        }
+    }
+}
+
+impl From<NotExact> for Fail {
+    fn from(e: NotExact) -> Self {
+        Fail::Msg(format!("not exact ({e})"))
+    }
+}
+
+/// Running summary of one op's decisions.
+#[derive(Clone, Debug)]
+pub(crate) struct Decisions {
+    min: f64,
+    argmin: usize,
+    ties: usize,
+    decisions: usize,
+}
+
+impl Decisions {
+    fn new() -> Self {
+        Decisions {
+            min: f64::INFINITY,
+            argmin: 0,
+            ties: 0,
+            decisions: 0,
+        }
+    }
+
+    /// One decision with margin `gap` at result index `index`. A NaN gap (NaN
+    /// operands) cannot certify anything and counts as a tie.
+    pub(crate) fn record(&mut self, gap: f64, index: usize) {
+        let gap = if gap.is_nan() { 0.0 } else { gap };
+        self.decisions += 1;
+        if gap == 0.0 {
+            self.ties += 1;
+        }
+        if gap < self.min {
+            self.min = gap;
+            self.argmin = index;
+        }
+    }
+}
+
+/// Evaluate `func` of `m` on `inputs` (checked against its signature).
+pub fn eval_func<S: Scalar>(
+    m: &Module,
+    func: &str,
+    inputs: Vec<Value<S>>,
+    opts: &EvalOptions,
+) -> Result<Evaluation<S>, EvalError> {
+    let f = m.func(func).ok_or_else(|| EvalError {
+        func: func.to_string(),
+        op: "func.func",
+        line: None,
+        message: format!("no function @{func} in the module"),
+    })?;
+    let mut interp = Interp {
+        module: m,
+        opts,
+        margins: Vec::new(),
+        margin_slot: HashMap::new(),
+        depth: 0,
+    };
+    let outputs = interp.call(f, inputs)?;
+    let mut margins = interp.margins;
+    margins.sort_by(|a, b| a.func.cmp(&b.func).then(a.op_index.cmp(&b.op_index)));
+    Ok(Evaluation { outputs, margins })
+}
+
+/// Calls deeper than this are taken to be runaway recursion.
+const MAX_CALL_DEPTH: usize = 256;
+
+struct Interp<'m> {
+    module: &'m Module,
+    opts: &'m EvalOptions,
+    margins: Vec<Margin>,
+    /// (function, op index) → position in `margins`.
+    margin_slot: HashMap<(String, usize), usize>,
+    depth: usize,
+}
+
+type Env<S> = Vec<Option<Value<S>>>;
+
+/// Number of ops in an op's regions, recursively (for pre-order indices).
+fn region_op_count(op: &Op) -> usize {
+    op.regions
+        .iter()
+        .flat_map(|b| &b.ops)
+        .map(|o| 1 + region_op_count(o))
+        .sum()
+}
+
+fn max_value_id(b: &Block) -> usize {
+    let mut m = b.args.iter().map(|(v, _)| v.index() + 1).max().unwrap_or(0);
+    for op in &b.ops {
+        for (v, _) in &op.results {
+            m = m.max(v.index() + 1);
+        }
+        for r in &op.regions {
+            m = m.max(max_value_id(r));
+        }
+    }
+    m
+}
+
+impl<'m> Interp<'m> {
+    fn call<S: Scalar>(
+        &mut self,
+        f: &'m Func,
+        inputs: Vec<Value<S>>,
+    ) -> Result<Vec<Value<S>>, EvalError> {
+        let err = |message: String| EvalError {
+            func: f.name.clone(),
+            op: "func.func",
+            line: None,
+            message,
+        };
+        if inputs.len() != f.params.len() {
+            return Err(err(format!(
+                "expected {} inputs, got {}",
+                f.params.len(),
+                inputs.len()
+            )));
+        }
+        if self.depth >= MAX_CALL_DEPTH {
+            return Err(err("call depth exceeded (recursive call?)".into()));
+        }
+        let mut env: Env<S> = vec![None; max_value_id(&f.body)];
+        for (i, (p, v)) in f.params.iter().zip(inputs).enumerate() {
+            if v.ty() != p.ty {
+                return Err(err(format!(
+                    "input {i} has type {}, the signature says {}",
+                    v.ty(),
+                    p.ty
+                )));
+            }
+            // Inputs are values of the parameter's type: round them as any op
+            // result is rounded (the identity unless the scalar narrows).
+            let v = match v {
+                Value::Float(t, e) => Value::Float(t.map(|x| x.clone().round_to(e)), e),
+                v => v,
+            };
+            env[p.value.index()] = Some(v);
+        }
+        self.depth += 1;
+        let out = self.run_block(f, &mut env, &f.body, 0);
+        self.depth -= 1;
+        let out = out?;
+        for (i, (v, r)) in out.iter().zip(&f.results).enumerate() {
+            if v.ty() != r.ty {
+                return Err(err(format!(
+                    "result {i} has type {}, the signature says {}",
+                    v.ty(),
+                    r.ty
+                )));
+            }
+        }
+        Ok(out)
+    }
+
+    /// Run `block` (its arguments already bound); the values its terminator returns.
+    fn run_block<S: Scalar>(
+        &mut self,
+        f: &'m Func,
+        env: &mut Env<S>,
+        block: &'m Block,
+        first_index: usize,
+    ) -> Result<Vec<Value<S>>, EvalError> {
+        let mut idx = first_index;
+        for op in &block.ops {
+            if op.kind.is_terminator() {
+                return op
+                    .operands
+                    .iter()
+                    .map(|v| get(env, *v).cloned())
+                    .collect::<Result<Vec<_>, Fail>>()
+                    .map_err(|e| e.place(f, op));
+            }
+            let results = self.eval_op(f, env, op, idx).map_err(|e| e.place(f, op))?;
+            if results.len() != op.results.len() {
+                return Err(Fail::msg(format!(
+                    "produced {} results, the op declares {}",
+                    results.len(),
+                    op.results.len()
+                ))
+                .place(f, op));
+            }
+            for ((id, ty), v) in op.results.iter().zip(results) {
+                if v.ty() != *ty {
+                    return Err(Fail::msg(format!(
+                        "computed a {} where the op declares {}",
+                        v.ty(),
+                        ty
+                    ))
+                    .place(f, op));
+                }
+                if S::MAY_BE_UNDEFINED {
+                    if let Some(t) = v.as_float() {
+                        if let Some((i, why)) = t
+                            .data
+                            .iter()
+                            .enumerate()
+                            .find_map(|(i, x)| x.undefined().map(|w| (i, w)))
+                        {
+                            return Err(Fail::msg(format!(
+                                "not exact (result element {i} is not a real number: {why})"
+                            ))
+                            .place(f, op));
+                        }
+                    }
+                }
+                env[id.index()] = Some(v);
+            }
+            idx += 1 + region_op_count(op);
+        }
+        Err(EvalError {
+            func: f.name.clone(),
+            op: "func.func",
+            line: None,
+            message: "block has no terminator".into(),
+        })
+    }
+
+    fn record(&mut self, f: &Func, op: &Op, op_index: usize, d: &Decisions) {
+        if d.decisions == 0 {
+            return;
+        }
+        let key = (f.name.clone(), op_index);
+        match self.margin_slot.get(&key) {
+            Some(&i) => {
+                let m = &mut self.margins[i];
+                if d.min < m.min {
+                    m.min = d.min;
+                    m.argmin = d.argmin;
+                }
+                m.ties += d.ties;
+                m.decisions += d.decisions;
+            }
+            None => {
+                self.margin_slot.insert(key, self.margins.len());
+                self.margins.push(Margin {
+                    func: f.name.clone(),
+                    op_index,
+                    op: op.kind.name(),
+                    line: op.loc.line(),
+                    min: d.min,
+                    argmin: d.argmin,
+                    ties: d.ties,
+                    decisions: d.decisions,
+                });
+            }
+        }
+    }
+
+    fn eval_op<S: Scalar>(
+        &mut self,
+        f: &'m Func,
+        env: &mut Env<S>,
+        op: &'m Op,
+        op_index: usize,
+    ) -> Result<Vec<Value<S>>, Fail> {
+        let mut dec = self.opts.record_margins.then(Decisions::new);
+        let out = self.eval_op_inner(f, env, op, op_index, dec.as_mut())?;
+        if let Some(d) = &dec {
+            self.record(f, op, op_index, d);
+        }
+        Ok(out)
+    }
+
+    fn eval_op_inner<S: Scalar>(
+        &mut self,
+        f: &'m Func,
+        env: &mut Env<S>,
+        op: &'m Op,
+        op_index: usize,
+        dec: Option<&mut Decisions>,
+    ) -> Result<Vec<Value<S>>, Fail> {
+        let n_args = op.operands.len();
+        let arity = |n: usize| -> Result<(), Fail> {
+            if n_args == n {
+                Ok(())
+            } else {
+                Err(Fail::msg(format!("expected {n} operands, got {n_args}")))
+            }
+        };
+        let result_ty = |i: usize| -> Result<&ir::TensorType, Fail> {
+            op.results
+                .get(i)
+                .map(|r| &r.1)
+                .ok_or_else(|| Fail::msg("op declares no result"))
+        };
+        let one = |v: Value<S>| Ok(vec![v]);
+        let dims = |v: &[i64]| -> Vec<usize> { v.iter().map(|&d| d.max(0) as usize).collect() };
+        match &op.kind {
+            OpKind::Constant(d) => one(shape::constant(d, result_ty(0)?)?),
+            OpKind::Iota { dim } => one(shape::iota((*dim).max(0) as usize, result_ty(0)?)?),
+            OpKind::Unary(u) => {
+                arity(1)?;
+                one(elementwise::unary(
+                    *u,
+                    get(env, op.operands[0])?,
+                    result_ty(0)?.elem,
+                )?)
+            }
+            OpKind::Binary(b) => {
+                arity(2)?;
+                let (x, y) = (get(env, op.operands[0])?, get(env, op.operands[1])?);
+                let decides = matches!(b, ir::BinaryOp::Maximum | ir::BinaryOp::Minimum);
+                one(elementwise::binary(
+                    *b,
+                    x,
+                    y,
+                    result_ty(0)?.elem,
+                    dec.filter(|_| decides),
+                )?)
+            }
+            OpKind::Compare {
+                direction,
+                compare_type,
+            } => {
+                arity(2)?;
+                let (x, y) = (get(env, op.operands[0])?, get(env, op.operands[1])?);
+                one(elementwise::compare(*direction, *compare_type, x, y, dec)?)
+            }
+            OpKind::Select => {
+                arity(3)?;
+                let [p, t, e] = [0, 1, 2].map(|i| get(env, op.operands[i]));
+                one(elementwise::select(p?, t?, e?)?)
+            }
+            OpKind::Clamp => {
+                arity(3)?;
+                let [lo, x, hi] = [0, 1, 2].map(|i| get(env, op.operands[i]));
+                one(elementwise::clamp(lo?, x?, hi?, dec)?)
+            }
+            OpKind::Convert => {
+                arity(1)?;
+                one(elementwise::convert(
+                    get(env, op.operands[0])?,
+                    result_ty(0)?.elem,
+                )?)
+            }
+            OpKind::Reshape => {
+                arity(1)?;
+                one(shape::reshape(get(env, op.operands[0])?, result_ty(0)?)?)
+            }
+            OpKind::Transpose { permutation } => {
+                arity(1)?;
+                one(shape::transpose(
+                    get(env, op.operands[0])?,
+                    &dims(permutation),
+                )?)
+            }
+            OpKind::BroadcastInDim { dims: bd } => {
+                arity(1)?;
+                one(shape::broadcast_in_dim(
+                    get(env, op.operands[0])?,
+                    &dims(bd),
+                    result_ty(0)?,
+                )?)
+            }
+            OpKind::Reverse { dims: rd } => {
+                arity(1)?;
+                one(shape::reverse(get(env, op.operands[0])?, &dims(rd))?)
+            }
+            OpKind::Slice {
+                start,
+                limit,
+                strides,
+            } => {
+                arity(1)?;
+                one(shape::slice(
+                    get(env, op.operands[0])?,
+                    start,
+                    limit,
+                    strides,
+                )?)
+            }
+            OpKind::Pad {
+                low,
+                high,
+                interior,
+            } => {
+                arity(2)?;
+                let (x, v) = (get(env, op.operands[0])?, get(env, op.operands[1])?);
+                one(shape::pad(x, v, low, high, interior)?)
+            }
+            OpKind::Concatenate { dim } => {
+                let xs = op
+                    .operands
+                    .iter()
+                    .map(|v| get(env, *v))
+                    .collect::<Result<Vec<_>, _>>()?;
+                one(shape::concatenate(&xs, (*dim).max(0) as usize)?)
+            }
+            OpKind::DotGeneral { dims: dd, .. } => {
+                arity(2)?;
+                let (x, y) = floats2(env, op)?;
+                let ty = result_ty(0)?;
+                let elem = ty.elem;
+                if let Some(t) = self
+                    .fast_ok(false)
+                    .then(|| fastpath::dot_general(x, y, dd, ty))
+                    .flatten()
+                {
+                    return one(Value::Float(t, elem));
+                }
+                one(Value::Float(linalg::dot_general(x, y, dd, elem)?, elem))
+            }
+            OpKind::Convolution(a) => {
+                arity(2)?;
+                let (x, y) = floats2(env, op)?;
+                let ty = result_ty(0)?;
+                let out_shape = shape::dims_usize(ty);
+                if let Some(t) = self
+                    .fast_ok(false)
+                    .then(|| fastpath::convolution(x, y, a, ty))
+                    .flatten()
+                {
+                    return one(Value::Float(t, ty.elem));
+                }
+                one(Value::Float(
+                    linalg::convolution(x, y, a, &out_shape, ty.elem)?,
+                    ty.elem,
+                ))
+            }
+            OpKind::Reduce { dims: rd } => {
+                let (inputs, inits) = self.split_inputs(env, op)?;
+                let region = single_region(op, 0)?;
+                let reducer = region.as_binary_reducer();
+                let rd = dims(rd);
+                let ty = result_ty(0)?;
+                if inputs.len() == 1 {
+                    let decides =
+                        matches!(reducer, Some(ir::BinaryOp::Maximum | ir::BinaryOp::Minimum));
+                    if let Some(v) = self
+                        .fast_ok(decides)
+                        .then(|| fastpath::reduce(inputs[0], inits[0], reducer, &rd, ty))
+                        .flatten()
+                    {
+                        return one(v);
+                    }
+                }
+                if direct_reducer(&inputs, reducer) {
+                    return reduce::reduce(
+                        &inputs,
+                        &inits,
+                        &rd,
+                        reducer,
+                        &mut no_region,
+                        &result_types(op),
+                        dec,
+                    );
+                }
+                // The region reads and writes the environment: detach the operands.
+                let (inputs, inits) = (owned(&inputs), owned(&inits));
+                let mut body =
+                    |r: usize, args: Vec<Value<S>>| self.run_region(f, env, op, op_index, r, args);
+                reduce::reduce(
+                    &refs(&inputs),
+                    &refs(&inits),
+                    &rd,
+                    reducer,
+                    &mut body,
+                    &result_types(op),
+                    dec,
+                )
+            }
+            OpKind::ReduceWindow(wa) => {
+                let (inputs, inits) = self.split_inputs(env, op)?;
+                let region = single_region(op, 0)?;
+                let reducer = region.as_binary_reducer();
+                let ty = result_ty(0)?;
+                if inputs.len() == 1 {
+                    let decides =
+                        matches!(reducer, Some(ir::BinaryOp::Maximum | ir::BinaryOp::Minimum));
+                    if let Some(v) = self
+                        .fast_ok(decides)
+                        .then(|| fastpath::reduce_window(inputs[0], inits[0], reducer, wa, ty))
+                        .flatten()
+                    {
+                        return one(v);
+                    }
+                }
+                if direct_reducer(&inputs, reducer) {
+                    return reduce::reduce_window(
+                        &inputs,
+                        &inits,
+                        wa,
+                        reducer,
+                        &mut no_region,
+                        &result_types(op),
+                        dec,
+                    );
+                }
+                let (inputs, inits) = (owned(&inputs), owned(&inits));
+                let mut body =
+                    |r: usize, args: Vec<Value<S>>| self.run_region(f, env, op, op_index, r, args);
+                reduce::reduce_window(
+                    &refs(&inputs),
+                    &refs(&inits),
+                    wa,
+                    reducer,
+                    &mut body,
+                    &result_types(op),
+                    dec,
+                )
+            }
+            OpKind::SelectAndScatter(sa) => {
+                arity(3)?;
+                if op.regions.len() != 2 {
+                    return Err(Fail::msg(
+                        "select_and_scatter needs select and scatter regions",
+                    ));
+                }
+                let selector = reduce::as_compare_selector(&op.regions[0]);
+                let scatter = op.regions[1].as_binary_reducer();
+                let [x, s, i] = [0, 1, 2].map(|k| get(env, op.operands[k]));
+                let (x, s, i) = (x?, s?, i?);
+                if let Some(v) = self
+                    .fast_ok(true)
+                    .then(|| fastpath::select_and_scatter(x, s, i, selector, scatter, sa))
+                    .flatten()
+                {
+                    return one(v);
+                }
+                let scatter_direct = matches!(
+                    scatter,
+                    Some(
+                        ir::BinaryOp::Add
+                            | ir::BinaryOp::Multiply
+                            | ir::BinaryOp::Maximum
+                            | ir::BinaryOp::Minimum
+                    )
+                );
+                if selector.is_some() && scatter_direct {
+                    return one(reduce::select_and_scatter(
+                        x,
+                        s,
+                        i,
+                        sa,
+                        selector,
+                        scatter,
+                        &mut no_region,
+                        dec,
+                    )?);
+                }
+                let (x, s, i) = (x.clone(), s.clone(), i.clone());
+                let mut body =
+                    |r: usize, args: Vec<Value<S>>| self.run_region(f, env, op, op_index, r, args);
+                one(reduce::select_and_scatter(
+                    &x, &s, &i, sa, selector, scatter, &mut body, dec,
+                )?)
+            }
+            OpKind::AllReduce { .. } => {
+                if self.opts.replicas != 1 {
+                    return Err(Fail::msg(format!(
+                        "all_reduce over {} replicas needs the replica evaluator",
+                        self.opts.replicas
+                    )));
+                }
+                op.operands.iter().map(|v| get(env, *v).cloned()).collect()
+            }
+            OpKind::Call { callee } => {
+                let g = self
+                    .module
+                    .func(callee)
+                    .ok_or_else(|| Fail::msg(format!("no function @{callee}")))?;
+                let args = op
+                    .operands
+                    .iter()
+                    .map(|v| get(env, *v).cloned())
+                    .collect::<Result<Vec<_>, _>>()?;
+                self.call(g, args).map_err(Fail::Placed)
+            }
+            OpKind::Return | OpKind::FuncReturn => {
+                Err(Fail::msg("terminator in the middle of a block"))
+            }
+        }
+    }
+
+    /// Whether to use the fast f32 kernels for this op (decision ops only
+    /// when no margins are recorded).
+    fn fast_ok(&self, decides: bool) -> bool {
+        self.opts.fast && !(decides && self.opts.record_margins)
+    }
+
+    /// Variadic (inputs…, inits…) operands.
+    #[allow(clippy::type_complexity)]
+    fn split_inputs<'e, S: Scalar>(
+        &self,
+        env: &'e Env<S>,
+        op: &Op,
+    ) -> Result<(Vec<&'e Value<S>>, Vec<&'e Value<S>>), Fail> {
+        let n = op.operands.len();
+        if n == 0 || !n.is_multiple_of(2) || op.results.len() != n / 2 {
+            return Err(Fail::msg("expected inputs and as many init values"));
+        }
+        let all = op
+            .operands
+            .iter()
+            .map(|v| get(env, *v))
+            .collect::<Result<Vec<_>, _>>()?;
+        if all[n / 2..].iter().any(|v| !v.shape().is_empty()) {
+            return Err(Fail::msg("init values must be scalars"));
+        }
+        let (a, b) = all.split_at(n / 2);
+        Ok((a.to_vec(), b.to_vec()))
+    }
+
+    /// Run region `r` of `op` on `args` (rank-0 values).
+    fn run_region<S: Scalar>(
+        &mut self,
+        f: &'m Func,
+        env: &mut Env<S>,
+        op: &'m Op,
+        op_index: usize,
+        r: usize,
+        args: Vec<Value<S>>,
+    ) -> Result<Vec<Value<S>>, Fail> {
+        let block = single_region(op, r)?;
+        if args.len() != block.args.len() {
+            return Err(Fail::msg(format!(
+                "region {r} takes {} arguments, given {}",
+                block.args.len(),
+                args.len()
+            )));
+        }
+        for ((id, _), v) in block.args.iter().zip(args) {
+            env[id.index()] = Some(v);
+        }
+        let first = op_index
+            + 1
+            + op.regions[..r]
+                .iter()
+                .flat_map(|b| &b.ops)
+                .map(|o| 1 + region_op_count(o))
+                .sum::<usize>();
+        self.run_block(f, env, block, first).map_err(Fail::Placed)
+    }
+}
+
+fn get<S>(env: &Env<S>, v: ir::ValueId) -> Result<&Value<S>, Fail> {
+    env.get(v.index())
+        .and_then(|x| x.as_ref())
+        .ok_or_else(|| Fail::msg(format!("operand %{} is not defined", v.0)))
+}
+
+fn floats2<'e, S: Scalar>(
+    env: &'e Env<S>,
+    op: &Op,
+) -> Result<(&'e crate::tensor::Tensor<S>, &'e crate::tensor::Tensor<S>), Fail> {
+    let x = get(env, op.operands[0])?.as_float();
+    let y = get(env, op.operands[1])?.as_float();
+    match (x, y) {
+        (Some(x), Some(y)) => Ok((x, y)),
+        _ => Err(Fail::msg("integer operands are not supported")),
+    }
+}
+
+fn single_region(op: &Op, r: usize) -> Result<&Block, Fail> {
+    op.regions
+        .get(r)
+        .ok_or_else(|| Fail::msg(format!("missing region {r}")))
+}
+
+/// Whether the reduction takes the direct path (no region evaluation).
+fn direct_reducer<S: Scalar>(inputs: &[&Value<S>], reducer: Option<ir::BinaryOp>) -> bool {
+    use ir::BinaryOp::*;
+    inputs.len() == 1
+        && inputs[0].as_float().is_some()
+        && matches!(reducer, Some(Add | Multiply | Maximum | Minimum))
+}
+
+/// The region callback of a direct path, which never evaluates a region.
+fn no_region<S>(_: usize, _: Vec<Value<S>>) -> Result<Vec<Value<S>>, Fail> {
+    Err(Fail::msg("internal: direct path asked for its region"))
+}
+
+fn owned<S: Clone>(vs: &[&Value<S>]) -> Vec<Value<S>> {
+    vs.iter().map(|v| (*v).clone()).collect()
+}
+
+fn refs<S>(vs: &[Value<S>]) -> Vec<&Value<S>> {
+    vs.iter().collect()
+}
+
+fn result_types(op: &Op) -> Vec<ir::TensorType> {
+    op.results.iter().map(|r| r.1.clone()).collect()
+}
