@@ -8,7 +8,7 @@ DIR/out_K.npy with JAX's CASE.expected_K.npy. One line per case, then
 
 Error measures, per output (a = certgrad, b = JAX float32), max over outputs:
   norm-wise     ||a - b||_2 / ||b||_2                  (absolute when b == 0)
-  element-wise  max_i |a_i - b_i| / max(|b_i|, floor), floor = 1e-6 * max_i |b_i|
+  element-wise  max_i |a_i - b_i| / max(|b_i|, floor), floor = 1e-2 * max_i |b_i|
 A case passes when BOTH are <= its threshold (manifest: 1e-4 by default and for
 the train step, 1e-5 for pure data movement). Non-finite values must match
 exactly (same inf, both NaN); integer and boolean outputs must be equal.
@@ -35,7 +35,12 @@ import time
 
 import numpy as np
 
-ELEMENT_FLOOR = 1e-6  # element-wise floor, relative to max |b| of the output
+# Element-wise floor, relative to max |b| of the output. Entries far below the
+# output's scale come from cancellation (θ − lr·g, 1 + tanh ≈ 0): a correct f32
+# result differs there by a few ulps of max|b|, so with threshold 1e-4 the floor
+# 1e-2 allows |a − b| ≤ 1e-6·max|b| (≈16 ulps of the largest entry). JAX-f32
+# itself misses a 1e-6 floor against float64 on 4 of the cases (--self-check).
+ELEMENT_FLOOR = 1e-2
 
 
 def nonfinite_mismatch(a: np.ndarray, b: np.ndarray) -> bool:
@@ -204,7 +209,7 @@ def main() -> int:
         "--elem-floor",
         type=float,
         default=float(os.environ.get("JAX_CHECK_ELEM_FLOOR", ELEMENT_FLOOR)),
-        help="element-wise floor relative to max|b| (default 1e-6; env JAX_CHECK_ELEM_FLOOR)",
+        help="element-wise floor relative to max|b| (default 1e-2; env JAX_CHECK_ELEM_FLOOR)",
     )
     parser.add_argument("--self-check", action="store_true", help="compare JAX-f32 with JAX-f64 only")
     parser.add_argument("--xla-text", action="store_true", help="run each CASE.mlir text on XLA instead of certgrad")

@@ -12,7 +12,7 @@
 #   OUT                   case directory (default target/jax_cases in the repo)
 #   CERTGRAD_BIN          certgrad binary to use (default: cargo build --release)
 #   JAX_CHECK_REUSE=1     reuse OUT/manifest.json instead of re-exporting
-#   JAX_CHECK_ELEM_FLOOR  element-wise floor relative to max|b| (default 1e-6)
+#   JAX_CHECK_ELEM_FLOOR  element-wise floor relative to max|b| (default 1e-2)
 #   CERTGRAD_CASE_TIMEOUT seconds per certgrad call (default 600)
 # Exit: 0 all cases passed (or SKIP: jax could not be installed), 1 otherwise.
 set -euo pipefail

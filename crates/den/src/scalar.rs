@@ -168,6 +168,9 @@ pub fn erf_f64(x: f64) -> f64 {
     if a >= 6.0 {
         return x.signum();
     }
+    if a == 0.0 {
+        return x; // ±0
+    }
     let x2 = a * a;
     let mut term = a;
     let mut sum = a;
@@ -176,7 +179,8 @@ pub fn erf_f64(x: f64) -> f64 {
         n += 1.0;
         term *= 2.0 * x2 / (2.0 * n + 1.0);
         sum += term;
-        if term < sum * 1e-17 {
+        // Terms grow until n ≈ x², then fall geometrically: stop once negligible.
+        if term <= sum * 1e-17 {
             break;
         }
     }

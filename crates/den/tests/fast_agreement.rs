@@ -381,6 +381,42 @@ proptest! {
     }
 }
 
+/// Stride-1 convolutions with at least 8 input features per group and no lhs
+/// dilation or negative padding (the kernels' shifted-GEMM path).
+fn wide_channel_case_strategy() -> impl Strategy<Value = ConvCase> {
+    (conv_case_strategy(), 8usize..=9).prop_map(|(mut case, kernel_in)| {
+        case.kernel_in = kernel_in;
+        for s in 0..case.nsp() {
+            case.strides[s] = 1;
+            case.lhs_dilation[s] = 1;
+            let lo = case.padding[s].0.max(0);
+            let hi = case.padding[s].1.max(0);
+            let k = case.kernel_spatial[s] as i64;
+            let hi = fit_high_padding(
+                case.in_spatial[s] as i64,
+                1,
+                lo,
+                hi,
+                k,
+                case.rhs_dilation[s],
+            );
+            case.padding[s] = (lo, hi);
+        }
+        case
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    #[test]
+    fn wide_channel_convolution_matches_spec_formula(case in wide_channel_case_strategy()) {
+        let lhs = random_tensor(&case.lhs_shape(), case.seed);
+        let rhs = random_tensor(&case.rhs_shape(), case.seed ^ 0x4321);
+        check_convolution("wide-channel convolution", &lhs, &rhs, &case.attrs(), &case.out_shape());
+    }
+}
+
 /// Weight-gradient shaped problems: the kernel spans most of the input and the
 /// output is a few positions (the kernel's own extent in the network).
 fn wgrad_case_strategy() -> impl Strategy<Value = ConvCase> {
@@ -438,7 +474,7 @@ fn nchw_conv(stride: i64, pad: i64) -> ConvAttrs {
 
 #[test]
 fn cifar_like_convolution_forward_and_gradients() {
-    let (n, c, o, hw) = (3usize, 4usize, 5usize, 8usize);
+    let (n, c, o, hw) = (3usize, 8usize, 5usize, 8usize);
     let x = random_tensor(&[n, c, hw, hw], 1);
     let w = random_tensor(&[o, c, 3, 3], 2);
     let dy = random_tensor(&[n, o, hw, hw], 3);
@@ -501,6 +537,57 @@ fn cifar_like_convolution_forward_and_gradients() {
         ..ConvAttrs::plain2d()
     };
     check_convolution("pointwise NHWC", &xh, &w11, &nhwc, &[n, hw, hw, o]);
+}
+
+/// The weight gradient of a 3×3/pad-1 NCHW conv over enough examples that the
+/// kernel splits the reduction into several tiles, against the textbook formula
+/// `dW[o, c, kh, kw] = Σ_{n, h, w} dy[n, o, h, w] · x[n, c, h + kh − 1, w + kw − 1]`.
+#[test]
+fn weight_gradient_over_many_examples() {
+    let (n, c, o, hw) = (64usize, 8usize, 8usize, 32usize);
+    let x = random_tensor(&[n, c, hw, hw], 51);
+    let dy = random_tensor(&[n, o, hw, hw], 52);
+    let mut wgrad = nchw_conv(1, 1);
+    wgrad.dims.input_batch = 1;
+    wgrad.dims.input_feature = 0;
+    wgrad.dims.kernel_input_feature = 0;
+    wgrad.dims.kernel_output_feature = 1;
+    wgrad.dims.output_batch = 1;
+    wgrad.dims.output_feature = 0;
+    let fast = fast::convolution(&x, &dy, &wgrad, &[o, c, 3, 3]);
+    let mut exact = Vec::with_capacity(o * c * 9);
+    for oi in 0..o {
+        for ci in 0..c {
+            for kh in 0..3 {
+                for kw in 0..3 {
+                    let mut e = Exact {
+                        value: 0.0,
+                        abs_sum: 0.0,
+                    };
+                    for ni in 0..n {
+                        for h in 0..hw {
+                            let ih = h as i64 + kh as i64 - 1;
+                            if !(0..hw as i64).contains(&ih) {
+                                continue;
+                            }
+                            let dy_row = &dy.data[((ni * o + oi) * hw + h) * hw..][..hw];
+                            let x_row = &x.data[((ni * c + ci) * hw + ih as usize) * hw..][..hw];
+                            for (w, &d) in dy_row.iter().enumerate() {
+                                let iw = w as i64 + kw as i64 - 1;
+                                if (0..hw as i64).contains(&iw) {
+                                    let t = d as f64 * x_row[iw as usize] as f64;
+                                    e.value += t;
+                                    e.abs_sum += t.abs();
+                                }
+                            }
+                        }
+                    }
+                    exact.push(e);
+                }
+            }
+        }
+    }
+    assert_within_bound("weight gradient, many tiles", &fast, &exact, n * hw * hw);
 }
 
 #[test]

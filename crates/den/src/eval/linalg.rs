@@ -132,7 +132,11 @@ pub fn convolution<S: Scalar>(
     let ci = rhs.shape[kif];
     let o_feat = rhs.shape[kof];
     let n_out = out_shape[ob];
-    if c_in != ci * fg || !o_feat.is_multiple_of(fg * bg) || n_in != n_out * bg || out_shape[of] != o_feat {
+    if c_in != ci * fg
+        || !o_feat.is_multiple_of(fg * bg)
+        || n_in != n_out * bg
+        || out_shape[of] != o_feat
+    {
         return Err(Fail::msg(format!(
             "feature/batch sizes disagree: input batch {n_in} features {c_in}, kernel input features {ci} output features {o_feat}, output batch {n_out} features {}, groups {fg}/{bg}",
             out_shape[of]

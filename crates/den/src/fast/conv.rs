@@ -1,16 +1,24 @@
 //! Fast f32 `stablehlo.convolution`: operands are permuted to an internal
-//! `[batch, feature, spatial…]` / `[out_feature, in_feature, spatial…]` layout,
-//! every (output example, batch group, feature group) becomes one GEMM
-//! `W_g [Og, Cg·Kprod] × col [Cg·Kprod, P]` over an im2col buffer, and the
-//! `[batch, feature, spatial…]` result is permuted to the requested layout.
+//! `[batch, feature, spatial…]` / `[out_feature, in_feature, spatial…]` layout
+//! (window reversal applied to the kernel), computed by one of three paths, and
+//! the `[batch, feature, spatial…]` result is permuted to the requested layout:
+//!
+//! * im2col + GEMM (the default: forward and input-gradient convolutions): every
+//!   (output example, batch group, feature group) is one GEMM
+//!   `W_g [Og, Cg·Kprod] × col [Cg·Kprod, P]`, parallel over examples;
+//! * patch GEMM (ungrouped, kernel larger than the output: the weight gradient
+//!   `conv(xᵀ, dyᵀ)`): one GEMM with the examples' output positions as columns,
+//!   tiled over input features;
+//! * direct dot products (grouped with a kernel much larger than the output: the
+//!   depthwise weight gradient with `batch_group_count`), parallel over groups.
 //!
 //! Padding, base (lhs) dilation and window (rhs) dilation are resolved once per
-//! spatial dimension into [`WindowTable`]s, so im2col is table lookups and, for
-//! unit-stride rows, plain copies between zero borders.
+//! spatial dimension into [`WindowTable`]s, so gathering is table lookups and,
+//! for unit-stride rows, plain copies between zero borders.
 
 use rayon::prelude::*;
 
-use super::gemm::{matmul, MatRef};
+use super::gemm::{matmul, matmul_add, MatRef};
 use super::layout::{dim_index, permute, WindowTable};
 use crate::tensor::{row_major_strides, Tensor};
 
@@ -30,9 +38,18 @@ struct ConvPlan {
     tables: Vec<WindowTable>,
     /// Per spatial dimension, per kernel offset: a contiguous copy run, if any.
     runs: Vec<Vec<Option<(usize, usize, usize)>>>,
+    /// Per output position of the last spatial dimension: its window as one
+    /// contiguous copy, if it is one (patch GEMM gathering).
+    last_window_runs: Vec<Option<(usize, usize, usize)>>,
     /// Window dilation of the last spatial dimension (the step of the direct
     /// path's inner dot product along the input row).
     last_rhs_dilation: usize,
+    /// Set when the convolution can run as shifted GEMMs over a padded copy
+    /// of the input (see [`ShiftGeometry`]).
+    shift: Option<ShiftGeometry>,
+    /// Per spatial dimension: output positions grouped by which kernel offsets
+    /// can land on input elements rather than lhs-dilation holes.
+    phases: Vec<Vec<Phase>>,
     /// Whether the last spatial dimension has no lhs dilation (so a window's
     /// valid kernel offsets are contiguous and read a regularly strided input row).
     last_dense: bool,
@@ -68,6 +85,16 @@ impl ConvPlan {
         !self.kernel_spatial.is_empty()
             && self.last_dense
             && self.kernel_size() >= 8 * self.out_plane()
+    }
+
+    /// True for the ungrouped weight-gradient pattern (kernel larger than the
+    /// output): one GEMM `W [O, I·Kprod] × patches [I·Kprod, out_batch·P]`, tiled
+    /// over input features, whose many columns keep the GEMM efficient.
+    fn prefers_patch_gemm(&self) -> bool {
+        self.batch_groups == 1
+            && self.feature_groups == 1
+            && !self.kernel_spatial.is_empty()
+            && self.kernel_size() > self.out_plane()
     }
 
     /// True when the window reads each output position's own input position
@@ -128,6 +155,10 @@ pub(crate) fn convolution(
             )
         })
         .collect();
+    let last_window_runs = tables
+        .last()
+        .map(|t| (0..t.out_len).map(|o| t.window_run(o)).collect())
+        .unwrap_or_default();
     let runs = tables
         .iter()
         .map(|t| (0..t.window).map(|w| t.unit_run(w)).collect())
@@ -144,11 +175,27 @@ pub(crate) fn convolution(
         feature_groups: dim_index(attrs.feature_group_count, "feature_group_count"),
         tables,
         runs,
+        last_window_runs,
         last_rhs_dilation: nsp.checked_sub(1).map_or(1, |s| {
             dim_index(attr(&attrs.rhs_dilation, s, 1), "rhs_dilation")
         }),
         last_dense: nsp == 0 || attr(&attrs.lhs_dilation, nsp - 1, 1) == 1,
+        shift: None,
+        phases: (0..nsp)
+            .map(|s| {
+                phase_classes(
+                    out_spatial_len(out_shape, &out_dims, s),
+                    rhs.shape[rhs_perm[2 + s]],
+                    attr(&attrs.window_strides, s, 1),
+                    attr(&attrs.rhs_dilation, s, 1),
+                    attr(&attrs.lhs_dilation, s, 1),
+                    attrs.padding.get(s).map_or(0, |p| p.0),
+                )
+            })
+            .collect(),
     };
+    let mut plan = plan;
+    plan.shift = ShiftGeometry::new(&plan, attrs);
     let kernel_in = rhs.shape[rhs_perm[1]];
     let kernel_out = rhs.shape[rhs_perm[0]];
     assert!(plan.batch_groups >= 1 && plan.feature_groups >= 1);
@@ -188,7 +235,11 @@ pub(crate) fn convolution(
     for (j, &od) in out_dims.iter().enumerate() {
         to_out[od] = j;
     }
-    let data = permute(&result, &internal_shape, &to_out).into_owned();
+    let data = match permute(&result, &internal_shape, &to_out) {
+        // Already in the requested layout: hand over the buffer without a copy.
+        std::borrow::Cow::Borrowed(_) => result,
+        std::borrow::Cow::Owned(v) => v,
+    };
     Tensor::new(out_shape.to_vec(), data)
 }
 
@@ -228,6 +279,9 @@ fn compute(plan: &ConvPlan, lhs: &[f32], rhs: &[f32]) -> Vec<f32> {
     if result.is_empty() {
         return result;
     }
+    if plan.prefers_patch_gemm() {
+        return patch_gemm(plan, lhs, rhs);
+    }
     if plan.prefers_direct() {
         result
             .par_chunks_mut(ob * p)
@@ -237,6 +291,37 @@ fn compute(plan: &ConvPlan, lhs: &[f32], rhs: &[f32]) -> Vec<f32> {
                 let bg = task % plan.batch_groups;
                 direct_task(plan, lhs, rhs, bg * plan.out_batch + b_out, bg, block);
             });
+        return result;
+    }
+    if plan.phases.iter().any(|classes| classes.len() > 1) {
+        result
+            .par_chunks_mut(ob * p)
+            .enumerate()
+            .for_each(|(task, block)| {
+                let b_out = task / plan.batch_groups;
+                let bg = task % plan.batch_groups;
+                phase_task(plan, lhs, rhs, bg * plan.out_batch + b_out, bg, block);
+            });
+        return result;
+    }
+    if let Some(shift) = &plan.shift {
+        let og = plan.group_out_features();
+        result.par_chunks_mut(ob * p).enumerate().for_each_init(
+            || {
+                (
+                    vec![0f32; plan.group_in_features() * shift.plane_len],
+                    vec![0f32; og * shift.cols],
+                )
+            },
+            |(padded, wide), (task, block)| {
+                let b_out = task / plan.batch_groups;
+                let bg = task % plan.batch_groups;
+                let example = bg * plan.out_batch + b_out;
+                for g in 0..plan.feature_groups {
+                    shifted_gemm(plan, shift, lhs, rhs, example, bg, g, padded, wide, block);
+                }
+            },
+        );
         return result;
     }
     let col_len = if plan.is_pointwise() {
@@ -296,10 +381,45 @@ fn group_gemm(
                 *o = (k / kstrides[s]) % plan.kernel_spatial[s];
             }
             let row = &mut col[(c * kprod + k) * p..(c * kprod + k + 1) * p];
+            if koff.len() == 2 {
+                if let Some(run) = plan.runs[1][koff[1]] {
+                    fill_plane_rows(plan.tables[0].row(koff[0]), run, in_strides[0], src, row);
+                    continue;
+                }
+            }
             fill_row(plan, &in_strides, &koff, src, 0, 0, row);
         }
     }
     matmul(weights, MatRef::row_major(col, reduction, p), out, p);
+}
+
+/// The 2-D im2col row of one kernel offset whose column reads are one contiguous
+/// `run` (the common case): output row `oh` reads input row `rows[oh]` (or is
+/// zero), its valid columns `lo..hi` copy input columns from `i_lo`.
+fn fill_plane_rows(
+    rows: &[i64],
+    (lo, hi, i_lo): (usize, usize, usize),
+    row_stride: usize,
+    src: &[f32],
+    out: &mut [f32],
+) {
+    let width = out.len() / rows.len().max(1);
+    for (dst, &ih) in out.chunks_exact_mut(width).zip(rows) {
+        if ih < 0 {
+            dst.fill(0.0);
+            continue;
+        }
+        let from = ih as usize * row_stride + i_lo;
+        for x in &mut dst[..lo] {
+            *x = 0.0;
+        }
+        for (d, &v) in dst[lo..hi].iter_mut().zip(&src[from..from + (hi - lo)]) {
+            *d = v;
+        }
+        for x in &mut dst[hi..] {
+            *x = 0.0;
+        }
+    }
 }
 
 /// Writes the im2col row of kernel offset `koff` for spatial dimensions `dim..`
@@ -454,4 +574,481 @@ fn dot(w: &[f32], x: &[f32], step: usize) -> f32 {
         return lanes.iter().sum::<f32>() + tail;
     }
     w.iter().enumerate().map(|(j, a)| a * x[j * step]).sum()
+}
+
+/// Elements of one patch tile: about 4 MB of f32, which keeps a tile's patches
+/// and the GEMM's packed copy within a core's share of the last-level cache.
+const PATCH_TILE_ELEMS: usize = 1 << 20;
+
+/// The ungrouped convolution as `out[o, (b, p)] = Σ_(i, k) W[o, i, k] ·
+/// patch[(b, p), (i, k)]`, where row `(b, p)` of the patch matrix is the kernel
+/// window of example `b` at output position `p`. The reduction over input features
+/// is cut into tiles; threads sum their tiles into private accumulators.
+fn patch_gemm(plan: &ConvPlan, lhs: &[f32], rhs: &[f32]) -> Vec<f32> {
+    let p = plan.out_plane();
+    let o = plan.out_features;
+    let kprod = plan.kernel_size();
+    let channels = plan.in_features;
+    let ncols = plan.out_batch * p;
+    let tile = (PATCH_TILE_ELEMS / (ncols * kprod).max(1)).clamp(1, channels.max(1));
+    let ntiles = channels.div_ceil(tile);
+    let plane = plan.in_plane();
+    let in_strides = row_major_strides(&plan.in_spatial);
+    let out_strides = row_major_strides(&plan.out_spatial);
+    let acc = (0..ntiles)
+        .into_par_iter()
+        .fold(
+            || (vec![0f32; o * ncols], Vec::<f32>::new()),
+            |(mut acc, mut patches), t| {
+                let (c0, c1) = (t * tile, ((t + 1) * tile).min(channels));
+                let width = (c1 - c0) * kprod;
+                patches.resize(ncols * width, 0.0);
+                for b in 0..plan.out_batch {
+                    for pf in 0..p {
+                        let row = &mut patches[(b * p + pf) * width..(b * p + pf + 1) * width];
+                        let coords: Vec<usize> = out_strides
+                            .iter()
+                            .zip(&plan.out_spatial)
+                            .map(|(&s, &n)| (pf / s) % n)
+                            .collect();
+                        for c in c0..c1 {
+                            let src =
+                                &lhs[(b * channels + c) * plane..(b * channels + c + 1) * plane];
+                            let dst = &mut row[(c - c0) * kprod..(c - c0 + 1) * kprod];
+                            fill_patch(plan, &in_strides, &coords, src, 0, 0, dst);
+                        }
+                    }
+                }
+                let weights = MatRef {
+                    data: &rhs[c0 * kprod..],
+                    rows: o,
+                    cols: width,
+                    row_stride: channels * kprod,
+                    col_stride: 1,
+                };
+                let cols = MatRef {
+                    data: &patches,
+                    rows: width,
+                    cols: ncols,
+                    row_stride: 1,
+                    col_stride: width,
+                };
+                matmul_add(weights, cols, &mut acc, ncols);
+                (acc, patches)
+            },
+        )
+        .map(|(acc, _)| acc)
+        .reduce(
+            || vec![0f32; o * ncols],
+            |mut a, b| {
+                for (x, y) in a.iter_mut().zip(&b) {
+                    *x += y;
+                }
+                a
+            },
+        );
+    // [O, (b, p)] → [b, O, p]
+    let mut result = vec![0f32; plan.out_batch * o * p];
+    for (oi, acc_row) in acc.chunks_exact(ncols.max(1)).enumerate() {
+        for b in 0..plan.out_batch {
+            result[(b * o + oi) * p..(b * o + oi + 1) * p]
+                .copy_from_slice(&acc_row[b * p..(b + 1) * p]);
+        }
+    }
+    result
+}
+
+/// Writes the kernel window at output position `coords` of one input plane
+/// (kernel offsets in row-major order; padding and dilation holes read zero),
+/// for spatial dimensions `dim..`.
+fn fill_patch(
+    plan: &ConvPlan,
+    in_strides: &[usize],
+    coords: &[usize],
+    src: &[f32],
+    dim: usize,
+    offset: usize,
+    out: &mut [f32],
+) {
+    let nsp = plan.kernel_spatial.len();
+    if dim == nsp {
+        out[0] = src[offset];
+        return;
+    }
+    let table = &plan.tables[dim];
+    let inner: usize = plan.kernel_spatial[dim + 1..].iter().product();
+    let o = coords[dim];
+    if dim + 1 == nsp {
+        if let Some((lo, hi, i_lo)) = plan.last_window_runs[o] {
+            out[..lo].fill(0.0);
+            out[lo..hi].copy_from_slice(&src[offset + i_lo..offset + i_lo + (hi - lo)]);
+            out[hi..].fill(0.0);
+        } else {
+            for (k, x) in out.iter_mut().enumerate() {
+                let i = table.row(k)[o];
+                *x = if i >= 0 {
+                    src[offset + i as usize]
+                } else {
+                    0.0
+                };
+            }
+        }
+        return;
+    }
+    for (k, chunk) in out.chunks_mut(inner.max(1)).enumerate() {
+        let i = table.row(k)[o];
+        if i < 0 {
+            chunk.fill(0.0);
+        } else {
+            let off = offset + i as usize * in_strides[dim];
+            fill_patch(plan, in_strides, coords, src, dim + 1, off, chunk);
+        }
+    }
+}
+
+fn out_spatial_len(out_shape: &[usize], out_dims: &[usize], s: usize) -> usize {
+    out_shape[out_dims[2 + s]]
+}
+
+/// Output positions of one spatial dimension that share their set of kernel
+/// offsets not falling into lhs-dilation holes.
+#[derive(Clone, Debug)]
+struct Phase {
+    outs: Vec<usize>,
+    kernel_offsets: Vec<usize>,
+}
+
+/// Splits the outputs of one spatial dimension by `(o·stride − pad_low) mod
+/// lhs_dilation`: offset `k` can read an input element only when
+/// `o·stride + k·rhs_dilation − pad_low` is a multiple of `lhs_dilation`. With
+/// `lhs_dilation` 1 there is one phase holding everything.
+fn phase_classes(
+    out_len: usize,
+    kernel: usize,
+    stride: i64,
+    rhs_dilation: i64,
+    lhs_dilation: i64,
+    pad_low: i64,
+) -> Vec<Phase> {
+    let ld = lhs_dilation.max(1);
+    let mut classes: Vec<Phase> = (0..ld)
+        .map(|residue| Phase {
+            outs: Vec::new(),
+            kernel_offsets: (0..kernel)
+                .filter(|&k| (residue + k as i64 * rhs_dilation).rem_euclid(ld) == 0)
+                .collect(),
+        })
+        .collect();
+    for o in 0..out_len {
+        let residue = (o as i64 * stride - pad_low).rem_euclid(ld);
+        classes[residue as usize].outs.push(o);
+    }
+    classes.retain(|c| !c.outs.is_empty());
+    classes
+}
+
+/// The transposed-convolution path (some lhs dilation > 1): the outputs are
+/// split into phases (one class per spatial dimension), and each phase is an
+/// im2col GEMM over only the kernel offsets that can meet input elements, so no
+/// multiply is spent on the zeros that lhs dilation inserts.
+fn phase_task(
+    plan: &ConvPlan,
+    lhs: &[f32],
+    rhs: &[f32],
+    example: usize,
+    bg: usize,
+    block: &mut [f32],
+) {
+    let nsp = plan.kernel_spatial.len();
+    let p = plan.out_plane();
+    let cg = plan.group_in_features();
+    let og = plan.group_out_features();
+    let kprod = plan.kernel_size();
+    let plane = plan.in_plane();
+    let in_strides = row_major_strides(&plan.in_spatial);
+    let out_strides = row_major_strides(&plan.out_spatial);
+    let k_strides = row_major_strides(&plan.kernel_spatial);
+    let counts: Vec<usize> = plan.phases.iter().map(Vec::len).collect();
+    let combos: usize = counts.iter().product();
+    let mut col = Vec::new();
+    let mut weights = Vec::new();
+    let mut out_sub = Vec::new();
+    for combo in 0..combos {
+        // The phase of every dimension for this combination.
+        let mut rem = combo;
+        let mut phase: Vec<&Phase> = Vec::with_capacity(nsp);
+        for s in (0..nsp).rev() {
+            phase.push(&plan.phases[s][rem % counts[s]]);
+            rem /= counts[s];
+        }
+        phase.reverse();
+        let outs: Vec<usize> = phase.iter().map(|ph| ph.outs.len()).collect();
+        let ks: Vec<usize> = phase.iter().map(|ph| ph.kernel_offsets.len()).collect();
+        let (n_out, n_k): (usize, usize) = (outs.iter().product(), ks.iter().product());
+        // Flat output position and kernel offset of each phase member.
+        let out_pos = flat_positions(&phase, |ph| &ph.outs, &out_strides);
+        let k_pos = flat_positions(&phase, |ph| &ph.kernel_offsets, &k_strides);
+        for g in 0..plan.feature_groups {
+            let first_channel = example * plan.in_features + g * cg;
+            let first_kernel_row = bg * plan.batch_group_out_features() + g * og;
+            if n_k == 0 {
+                for o in 0..og {
+                    for &pos in &out_pos {
+                        block[(g * og + o) * p + pos] = 0.0;
+                    }
+                }
+                continue;
+            }
+            // Gathered kernel [og, cg·n_k] and patches [cg·n_k, n_out].
+            weights.clear();
+            for o in 0..og {
+                let row = &rhs[(first_kernel_row + o) * cg * kprod..][..cg * kprod];
+                for c in 0..cg {
+                    weights.extend(k_pos.iter().map(|&k| row[c * kprod + k]));
+                }
+            }
+            col.clear();
+            for c in 0..cg {
+                let src = &lhs[(first_channel + c) * plane..(first_channel + c + 1) * plane];
+                for kk in 0..n_k {
+                    let start = col.len();
+                    col.resize(start + n_out, 0.0);
+                    let mut kidx = vec![0usize; nsp];
+                    let mut r = kk;
+                    for s in (0..nsp).rev() {
+                        kidx[s] = phase[s].kernel_offsets[r % ks[s]];
+                        r /= ks[s];
+                    }
+                    gather_phase(
+                        plan,
+                        &phase,
+                        &kidx,
+                        &in_strides,
+                        src,
+                        0,
+                        0,
+                        &mut col[start..],
+                    );
+                }
+            }
+            out_sub.resize(og * n_out, 0.0);
+            matmul(
+                MatRef::row_major(&weights, og, cg * n_k),
+                MatRef::row_major(&col, cg * n_k, n_out),
+                &mut out_sub,
+                n_out,
+            );
+            for o in 0..og {
+                let dst = &mut block[(g * og + o) * p..(g * og + o + 1) * p];
+                for (&pos, &v) in out_pos.iter().zip(&out_sub[o * n_out..(o + 1) * n_out]) {
+                    dst[pos] = v;
+                }
+            }
+        }
+    }
+}
+
+/// Flat (row-major, `strides`) positions of the product of per-dimension index lists.
+fn flat_positions(
+    phase: &[&Phase],
+    list: impl Fn(&Phase) -> &Vec<usize>,
+    strides: &[usize],
+) -> Vec<usize> {
+    let mut acc = vec![0usize];
+    for (ph, &st) in phase.iter().zip(strides) {
+        acc = acc
+            .iter()
+            .flat_map(|&base| list(ph).iter().map(move |&i| base + i * st))
+            .collect();
+    }
+    acc
+}
+
+/// The im2col row of kernel offset `kidx` over the phase's output positions
+/// (dimensions `dim..`), reading the channel plane `src` from `offset`.
+#[allow(clippy::too_many_arguments)]
+fn gather_phase(
+    plan: &ConvPlan,
+    phase: &[&Phase],
+    kidx: &[usize],
+    in_strides: &[usize],
+    src: &[f32],
+    dim: usize,
+    offset: usize,
+    out: &mut [f32],
+) {
+    if dim == phase.len() {
+        out[0] = src[offset];
+        return;
+    }
+    let idx = plan.tables[dim].row(kidx[dim]);
+    let inner = out.len() / phase[dim].outs.len().max(1);
+    for (chunk, &o) in out.chunks_mut(inner.max(1)).zip(&phase[dim].outs) {
+        let i = idx[o];
+        if i < 0 {
+            chunk.fill(0.0);
+        } else if dim + 1 == phase.len() {
+            chunk[0] = src[offset + i as usize];
+        } else {
+            gather_phase(
+                plan,
+                phase,
+                kidx,
+                in_strides,
+                src,
+                dim + 1,
+                offset + i as usize * in_strides[dim],
+                chunk,
+            );
+        }
+    }
+}
+
+/// Geometry of the shifted-GEMM path, for unit strides, no lhs dilation and
+/// non-negative padding. Each channel plane is copied once into a zero-padded
+/// buffer; then, for every kernel offset `k`, the im2col row of `k` is the padded
+/// buffer itself starting at `shift(k)`, provided outputs are computed on the
+/// padded row pitch ("wide" outputs, whose extra columns are discarded). So the
+/// convolution is `Kprod` GEMMs `W[:, :, k] [Og, Cg] × padded[:, shift(k)..]`
+/// accumulated into `wide [Og, cols]`, and no im2col buffer is written.
+#[derive(Clone, Debug)]
+struct ShiftGeometry {
+    /// Row-major strides of the padded spatial extents.
+    padded_strides: Vec<usize>,
+    pad_low: Vec<usize>,
+    /// Padded plane plus the zero tail that the discarded wide columns read.
+    plane_len: usize,
+    /// Wide output positions: `out[0] · padded_strides[0]`.
+    cols: usize,
+    /// `shift(k)` for every kernel offset (row-major).
+    shifts: Vec<usize>,
+}
+
+impl ShiftGeometry {
+    fn new(plan: &ConvPlan, attrs: &ir::ConvAttrs) -> Option<Self> {
+        let nsp = plan.kernel_spatial.len();
+        let get = |v: &[i64], s: usize| v.get(s).copied().unwrap_or(1);
+        let eligible = nsp > 0
+            && !plan.is_pointwise()
+            && plan.group_in_features() >= 8
+            && plan.kernel_size() <= 49
+            && (0..nsp).all(|s| {
+                let (lo, hi) = attrs.padding.get(s).copied().unwrap_or((0, 0));
+                get(&attrs.window_strides, s) == 1
+                    && get(&attrs.lhs_dilation, s) == 1
+                    && lo >= 0
+                    && hi >= 0
+            });
+        if !eligible {
+            return None;
+        }
+        let pad_low: Vec<usize> = (0..nsp).map(|s| attrs.padding[s].0 as usize).collect();
+        let padded: Vec<usize> = (0..nsp)
+            .map(|s| plan.in_spatial[s] + attrs.padding[s].0 as usize + attrs.padding[s].1 as usize)
+            .collect();
+        let padded_strides = row_major_strides(&padded);
+        let rd: Vec<usize> = (0..nsp)
+            .map(|s| get(&attrs.rhs_dilation, s) as usize)
+            .collect();
+        let k_strides = row_major_strides(&plan.kernel_spatial);
+        let shifts: Vec<usize> = (0..plan.kernel_size())
+            .map(|kf| {
+                (0..nsp)
+                    .map(|s| {
+                        ((kf / k_strides[s]) % plan.kernel_spatial[s]) * rd[s] * padded_strides[s]
+                    })
+                    .sum()
+            })
+            .collect();
+        let cols = plan.out_spatial[0] * padded_strides[0];
+        let max_shift = shifts.iter().copied().max().unwrap_or(0);
+        let plane_len = (cols + max_shift).max(padded.iter().product());
+        Some(ShiftGeometry {
+            padded_strides,
+            pad_low,
+            plane_len,
+            cols,
+            shifts,
+        })
+    }
+}
+
+/// One feature group of one (example, batch group) on the shifted-GEMM path.
+#[allow(clippy::too_many_arguments)]
+fn shifted_gemm(
+    plan: &ConvPlan,
+    shift: &ShiftGeometry,
+    lhs: &[f32],
+    rhs: &[f32],
+    example: usize,
+    bg: usize,
+    g: usize,
+    padded: &mut [f32],
+    wide: &mut [f32],
+    block: &mut [f32],
+) {
+    let p = plan.out_plane();
+    let cg = plan.group_in_features();
+    let og = plan.group_out_features();
+    let kprod = plan.kernel_size();
+    let plane = plan.in_plane();
+    let nsp = plan.in_spatial.len();
+    let first_channel = example * plan.in_features + g * cg;
+    let first_kernel_row = bg * plan.batch_group_out_features() + g * og;
+    // Zero-padded copy of the group's channels, one input row at a time.
+    let row_len = plan.in_spatial[nsp - 1];
+    let rows = plane / row_len.max(1);
+    let row_shape = &plan.in_spatial[..nsp - 1];
+    let row_strides = row_major_strides(row_shape);
+    padded.fill(0.0);
+    for c in 0..cg {
+        let src = &lhs[(first_channel + c) * plane..(first_channel + c + 1) * plane];
+        let dst = &mut padded[c * shift.plane_len..(c + 1) * shift.plane_len];
+        for r in 0..rows {
+            let mut at = shift.pad_low[nsp - 1];
+            for s in 0..nsp - 1 {
+                at += ((r / row_strides[s]) % row_shape[s] + shift.pad_low[s])
+                    * shift.padded_strides[s];
+            }
+            dst[at..at + row_len].copy_from_slice(&src[r * row_len..(r + 1) * row_len]);
+        }
+    }
+    let weights = &rhs[first_kernel_row * cg * kprod..];
+    for (k, &sh) in shift.shifts.iter().enumerate() {
+        let a = MatRef {
+            data: &weights[k..],
+            rows: og,
+            cols: cg,
+            row_stride: cg * kprod,
+            col_stride: kprod,
+        };
+        let b = MatRef {
+            data: &padded[sh..],
+            rows: cg,
+            cols: shift.cols,
+            row_stride: shift.plane_len,
+            col_stride: 1,
+        };
+        if k == 0 {
+            matmul(a, b, wide, shift.cols);
+        } else {
+            matmul_add(a, b, wide, shift.cols);
+        }
+    }
+    // Keep the real outputs: row-major output rows from the wide pitch.
+    let out_row = plan.out_spatial[nsp - 1];
+    let out_rows = p / out_row.max(1);
+    let out_row_shape = &plan.out_spatial[..nsp - 1];
+    let out_row_strides = row_major_strides(out_row_shape);
+    for o in 0..og {
+        let src = &wide[o * shift.cols..(o + 1) * shift.cols];
+        let dst = &mut block[(g * og + o) * p..(g * og + o + 1) * p];
+        for r in 0..out_rows {
+            let mut at = 0;
+            for s in 0..nsp - 1 {
+                at += ((r / out_row_strides[s]) % out_row_shape[s]) * shift.padded_strides[s];
+            }
+            dst[r * out_row..(r + 1) * out_row].copy_from_slice(&src[at..at + out_row]);
+        }
+    }
 }

@@ -37,6 +37,15 @@ fn extent(rows: usize, cols: usize, rs: usize, cs: usize) -> usize {
 /// `c = a · b` (overwriting `c`), where `c` is the row-major `a.rows × b.cols`
 /// matrix with row stride `c_row_stride` at the start of `c`.
 pub(crate) fn matmul(a: MatRef<'_>, b: MatRef<'_>, c: &mut [f32], c_row_stride: usize) {
+    gemm(a, b, c, c_row_stride, false);
+}
+
+/// `c += a · b`, with `c` as in [`matmul`].
+pub(crate) fn matmul_add(a: MatRef<'_>, b: MatRef<'_>, c: &mut [f32], c_row_stride: usize) {
+    gemm(a, b, c, c_row_stride, true);
+}
+
+fn gemm(a: MatRef<'_>, b: MatRef<'_>, c: &mut [f32], c_row_stride: usize, accumulate: bool) {
     let (m, k, n) = (a.rows, a.cols, b.cols);
     assert_eq!(k, b.rows, "gemm inner dimensions differ");
     assert!(extent(m, k, a.row_stride, a.col_stride) <= a.data.len());
@@ -46,6 +55,9 @@ pub(crate) fn matmul(a: MatRef<'_>, b: MatRef<'_>, c: &mut [f32], c_row_stride: 
         return;
     }
     if k == 0 {
+        if accumulate {
+            return;
+        }
         for r in 0..m {
             c[r * c_row_stride..r * c_row_stride + n].fill(0.0);
         }
@@ -65,7 +77,7 @@ pub(crate) fn matmul(a: MatRef<'_>, b: MatRef<'_>, c: &mut [f32], c_row_stride: 
             b.data.as_ptr(),
             b.row_stride as isize,
             b.col_stride as isize,
-            0.0,
+            if accumulate { 1.0 } else { 0.0 },
             c.as_mut_ptr(),
             c_row_stride as isize,
             1,

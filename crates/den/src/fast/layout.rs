@@ -183,4 +183,17 @@ impl WindowTable {
             .all(|(k, &i)| i == i_lo + k as i64)
             .then_some((lo, hi, i_lo as usize))
     }
+
+    /// For output position `o`: `Some((w_lo, w_hi, i_lo))` when the valid window
+    /// offsets are exactly `w_lo..w_hi` and read the consecutive sources `i_lo..`,
+    /// so the window along this dimension is one copy between zero borders.
+    pub(crate) fn window_run(&self, o: usize) -> Option<(usize, usize, usize)> {
+        let at = |w: usize| self.index[w * self.out_len + o];
+        let lo = (0..self.window).find(|&w| at(w) >= 0)?;
+        let hi = (lo..self.window).rev().find(|&w| at(w) >= 0)? + 1;
+        let i_lo = at(lo);
+        (lo..hi)
+            .all(|w| at(w) == i_lo + (w - lo) as i64)
+            .then_some((lo, hi, i_lo as usize))
+    }
 }

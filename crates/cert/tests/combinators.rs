@@ -1,0 +1,138 @@
+//! Ties of the combinators on small layers, and the negative controls that
+//! inject shape-preserving composition bugs.
+
+use cert::{certify_layer, TieOptions, Verdict};
+use ir::{FuncBuilder, TensorType, ValueId};
+use layers::emit::R;
+use layers::ops::activation::Relu;
+use layers::{comp, CertLayer, Emit, Grads, LayerError, ParamSpec, Residual, Saved, Sites};
+
+fn t(shape: &[i64]) -> TensorType {
+    TensorType::f32(shape.to_vec())
+}
+
+#[test]
+fn relu_is_certified_exactly() {
+    let r = certify_layer(&Relu, &t(&[2, 3, 4]), &TieOptions::default());
+    assert!(r.certified(), "{:?}", r.verdict);
+    assert_eq!(r.evidence, cert::Evidence::Exact);
+    assert!(r.min_margin.as_ref().unwrap().margin > 0.0);
+    assert_eq!(r.min_margin.as_ref().unwrap().site, "pre_relu");
+}
+
+/// ReLU whose backward passes the cotangent through unmasked.
+struct ReluNoMask;
+impl CertLayer for ReluNoMask {
+    fn name(&self) -> String {
+        "relu (no mask)".into()
+    }
+    fn output_type(&self, input: &TensorType) -> Result<TensorType, LayerError> {
+        Ok(input.clone())
+    }
+    fn params(&self, _: &TensorType) -> Vec<ParamSpec> {
+        Vec::new()
+    }
+    fn forward(&self, fb: &mut FuncBuilder, x: ValueId, p: &[ValueId], s: &mut Sites) -> R<Saved> {
+        Relu.forward(fb, x, p, s)
+    }
+    fn backward(&self, _: &mut FuncBuilder, _: ValueId, _: &[ValueId], _: &Saved, dy: ValueId) -> R<Grads> {
+        Ok(Grads { dx: dy, dparams: vec![] })
+    }
+}
+
+#[test]
+fn relu_without_mask_is_refuted() {
+    let r = certify_layer(&ReluNoMask, &t(&[2, 3, 4]), &TieOptions::default());
+    match &r.verdict {
+        Verdict::Refuted { block, .. } => assert_eq!(block, "dx"),
+        v => panic!("expected refutation, got {v:?}"),
+    }
+}
+
+/// A scale-by-constant layer (linear, endomorphic), so that composing it with
+/// ReLU makes "backward at the wrong point" observable.
+struct Shift(f64);
+impl CertLayer for Shift {
+    fn name(&self) -> String {
+        format!("shift {}", self.0)
+    }
+    fn output_type(&self, input: &TensorType) -> Result<TensorType, LayerError> {
+        Ok(input.clone())
+    }
+    fn params(&self, _: &TensorType) -> Vec<ParamSpec> {
+        Vec::new()
+    }
+    fn forward(&self, fb: &mut FuncBuilder, x: ValueId, _: &[ValueId], _: &mut Sites) -> R<Saved> {
+        let c = fb.splat_like(self.0, x);
+        Ok(Saved::leaf(fb.add(x, c)?))
+    }
+    fn backward(&self, _: &mut FuncBuilder, _: ValueId, _: &[ValueId], _: &Saved, dy: ValueId) -> R<Grads> {
+        Ok(Grads { dx: dy, dparams: vec![] })
+    }
+}
+
+#[test]
+fn comp_and_residual_are_certified() {
+    let c = comp(Box::new(Shift(0.5)), Box::new(Relu));
+    let r = certify_layer(&c, &t(&[3, 5]), &TieOptions::default());
+    assert!(r.certified(), "{:?}", r.verdict);
+    let res = Residual { body: Box::new(c) };
+    let r = certify_layer(&res, &t(&[3, 5]), &TieOptions::default());
+    assert!(r.certified(), "{:?}", r.verdict);
+}
+
+/// `comp` with the second layer's backward evaluated at x instead of the
+/// first layer's output (REFERENCE §3.3's injected bug).
+struct CompAtWrongPoint(Shift, Relu);
+impl CertLayer for CompAtWrongPoint {
+    fn name(&self) -> String {
+        "comp (second backward at x)".into()
+    }
+    fn output_type(&self, input: &TensorType) -> Result<TensorType, LayerError> {
+        Ok(input.clone())
+    }
+    fn params(&self, _: &TensorType) -> Vec<ParamSpec> {
+        Vec::new()
+    }
+    fn forward(&self, fb: &mut FuncBuilder, x: ValueId, p: &[ValueId], s: &mut Sites) -> R<Saved> {
+        let a = self.0.forward(fb, x, p, s)?;
+        let b = self.1.forward(fb, a.output(), p, s)?;
+        Ok(Saved { output: b.output, values: vec![], children: vec![a, b] })
+    }
+    fn backward(&self, fb: &mut FuncBuilder, x: ValueId, p: &[ValueId], s: &Saved, dy: ValueId) -> R<Grads> {
+        let g2 = self.1.backward(fb, x, p, &s.children[1], dy)?;
+        self.0.backward(fb, x, p, &s.children[0], g2.dx)
+    }
+}
+
+#[test]
+fn comp_at_wrong_point_is_refuted() {
+    let r = certify_layer(&CompAtWrongPoint(Shift(0.5), Relu), &t(&[3, 5]), &TieOptions::default());
+    assert!(matches!(r.verdict, Verdict::Refuted { .. }), "{:?}", r.verdict);
+}
+
+/// A residual whose backward forgets the skip term.
+struct ResidualNoSkip;
+impl CertLayer for ResidualNoSkip {
+    fn name(&self) -> String {
+        "residual (no skip in backward)".into()
+    }
+    fn output_type(&self, input: &TensorType) -> Result<TensorType, LayerError> {
+        Ok(input.clone())
+    }
+    fn params(&self, _: &TensorType) -> Vec<ParamSpec> {
+        Vec::new()
+    }
+    fn forward(&self, fb: &mut FuncBuilder, x: ValueId, p: &[ValueId], s: &mut Sites) -> R<Saved> {
+        Residual { body: Box::new(Relu) }.forward(fb, x, p, s)
+    }
+    fn backward(&self, fb: &mut FuncBuilder, x: ValueId, p: &[ValueId], s: &Saved, dy: ValueId) -> R<Grads> {
+        Relu.backward(fb, x, p, &s.children[0], dy)
+    }
+}
+
+#[test]
+fn residual_missing_skip_is_refuted() {
+    let r = certify_layer(&ResidualNoSkip, &t(&[2, 7]), &TieOptions::default());
+    assert!(matches!(r.verdict, Verdict::Refuted { .. }), "{:?}", r.verdict);
+}

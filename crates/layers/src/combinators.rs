@@ -1,0 +1,267 @@
+//! Composition of CertLayers: `Chain` (and its two-layer case `comp`),
+//! `Residual` and `Projection`. The second layer's backward is built at the
+//! FIRST layer's output; a residual's backward is `body.back(e) + e`.
+
+use crate::emit::{Emit, R};
+use crate::layer::{CertLayer, Grads, LayerError, ParamSpec, Saved, Sites};
+use ir::{FuncBuilder, TensorType, ValueId};
+
+/// Layers run in list order; each has a name that scopes its kink sites and
+/// parameters (`stage1.conv1.W`).
+pub struct Chain {
+    pub layers: Vec<(String, Box<dyn CertLayer>)>,
+}
+
+/// Two layers, `first` then `second`.
+pub fn comp(first: Box<dyn CertLayer>, second: Box<dyn CertLayer>) -> Chain {
+    Chain {
+        layers: vec![("0".into(), first), ("1".into(), second)],
+    }
+}
+
+impl Chain {
+    pub fn new() -> Self {
+        Chain { layers: Vec::new() }
+    }
+    pub fn push(mut self, name: impl Into<String>, layer: impl CertLayer + 'static) -> Self {
+        self.layers.push((name.into(), Box::new(layer)));
+        self
+    }
+
+    /// Input type of every layer, and the chain's output type last.
+    pub fn types(&self, input: &TensorType) -> Result<Vec<TensorType>, LayerError> {
+        let mut tys = vec![input.clone()];
+        for (name, l) in &self.layers {
+            let next = l
+                .output_type(tys.last().expect("non-empty"))
+                .map_err(|e| LayerError(format!("{name}: {e}")))?;
+            tys.push(next);
+        }
+        Ok(tys)
+    }
+
+    /// Split a flat parameter list into per-layer slices.
+    fn split<'a>(&self, input_types: &[TensorType], params: &'a [ValueId]) -> Vec<&'a [ValueId]> {
+        let mut out = Vec::new();
+        let mut at = 0;
+        for ((_, l), ty) in self.layers.iter().zip(input_types) {
+            let n = l.params(ty).len();
+            out.push(&params[at..at + n]);
+            at += n;
+        }
+        out
+    }
+
+    fn input_types_from(&self, fb: &FuncBuilder, x: ValueId) -> Vec<TensorType> {
+        self.types(fb.ty(x))
+            .expect("types were checked by output_type")
+    }
+}
+
+impl Default for Chain {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl CertLayer for Chain {
+    fn name(&self) -> String {
+        let names: Vec<String> = self.layers.iter().map(|(_, l)| l.name()).collect();
+        format!("chain[{}]", names.join(" ; "))
+    }
+
+    fn output_type(&self, input: &TensorType) -> Result<TensorType, LayerError> {
+        Ok(self.types(input)?.pop().expect("non-empty"))
+    }
+
+    fn params(&self, input: &TensorType) -> Vec<ParamSpec> {
+        let tys = match self.types(input) {
+            Ok(t) => t,
+            Err(_) => return Vec::new(),
+        };
+        let mut out = Vec::new();
+        for ((name, l), ty) in self.layers.iter().zip(&tys) {
+            for mut p in l.params(ty) {
+                p.name = format!("{name}.{}", p.name);
+                out.push(p);
+            }
+        }
+        out
+    }
+
+    fn forward(
+        &self,
+        fb: &mut FuncBuilder,
+        x: ValueId,
+        params: &[ValueId],
+        sites: &mut Sites,
+    ) -> R<Saved> {
+        let tys = self.input_types_from(fb, x);
+        let per = self.split(&tys, params);
+        let mut h = x;
+        let mut children = Vec::new();
+        for ((name, l), ps) in self.layers.iter().zip(per) {
+            let s = sites.scoped(name, |sites| l.forward(fb, h, ps, sites))?;
+            h = s.output();
+            children.push(s);
+        }
+        Ok(Saved {
+            output: Some(h),
+            values: Vec::new(),
+            children,
+        })
+    }
+
+    fn backward(
+        &self,
+        fb: &mut FuncBuilder,
+        x: ValueId,
+        params: &[ValueId],
+        saved: &Saved,
+        dy: ValueId,
+    ) -> R<Grads> {
+        let tys = self.input_types_from(fb, x);
+        let per = self.split(&tys, params);
+        // The input of layer i is x for i = 0, else layer i−1's output.
+        let inputs: Vec<ValueId> = std::iter::once(x)
+            .chain(saved.children.iter().map(Saved::output))
+            .collect();
+        let mut e = dy;
+        let mut grads: Vec<Vec<ValueId>> = vec![Vec::new(); self.layers.len()];
+        for i in (0..self.layers.len()).rev() {
+            let g = self.layers[i]
+                .1
+                .backward(fb, inputs[i], per[i], &saved.children[i], e)?;
+            e = g.dx;
+            grads[i] = g.dparams;
+        }
+        Ok(Grads {
+            dx: e,
+            dparams: grads.concat(),
+        })
+    }
+}
+
+/// `y = body(x) + x`.
+pub struct Residual {
+    pub body: Box<dyn CertLayer>,
+}
+
+impl CertLayer for Residual {
+    fn name(&self) -> String {
+        format!("residual[{}]", self.body.name())
+    }
+    fn output_type(&self, input: &TensorType) -> Result<TensorType, LayerError> {
+        let out = self.body.output_type(input)?;
+        if &out != input {
+            return Err(LayerError(format!(
+                "residual: body maps {input} to {out}; a skip connection needs equal types"
+            )));
+        }
+        Ok(out)
+    }
+    fn params(&self, input: &TensorType) -> Vec<ParamSpec> {
+        self.body.params(input)
+    }
+    fn forward(
+        &self,
+        fb: &mut FuncBuilder,
+        x: ValueId,
+        params: &[ValueId],
+        sites: &mut Sites,
+    ) -> R<Saved> {
+        let s = self.body.forward(fb, x, params, sites)?;
+        let y = fb.add(s.output(), x)?;
+        Ok(Saved {
+            output: Some(y),
+            values: Vec::new(),
+            children: vec![s],
+        })
+    }
+    fn backward(
+        &self,
+        fb: &mut FuncBuilder,
+        x: ValueId,
+        params: &[ValueId],
+        saved: &Saved,
+        dy: ValueId,
+    ) -> R<Grads> {
+        let g = self.body.backward(fb, x, params, &saved.children[0], dy)?;
+        let dx = fb.add(g.dx, dy)?;
+        Ok(Grads {
+            dx,
+            dparams: g.dparams,
+        })
+    }
+}
+
+/// Two-branch fan-in `y = main(x) + shortcut(x)` (a projection skip).
+pub struct Projection {
+    pub main: Box<dyn CertLayer>,
+    pub shortcut: Box<dyn CertLayer>,
+}
+
+impl CertLayer for Projection {
+    fn name(&self) -> String {
+        format!("projection[{} + {}]", self.main.name(), self.shortcut.name())
+    }
+    fn output_type(&self, input: &TensorType) -> Result<TensorType, LayerError> {
+        let a = self.main.output_type(input)?;
+        let b = self.shortcut.output_type(input)?;
+        if a != b {
+            return Err(LayerError(format!(
+                "projection: main gives {a}, shortcut gives {b}"
+            )));
+        }
+        Ok(a)
+    }
+    fn params(&self, input: &TensorType) -> Vec<ParamSpec> {
+        let mut out = Vec::new();
+        for (pre, l) in [("main", &self.main), ("shortcut", &self.shortcut)] {
+            for mut p in l.params(input) {
+                p.name = format!("{pre}.{}", p.name);
+                out.push(p);
+            }
+        }
+        out
+    }
+    fn forward(
+        &self,
+        fb: &mut FuncBuilder,
+        x: ValueId,
+        params: &[ValueId],
+        sites: &mut Sites,
+    ) -> R<Saved> {
+        let n = self.main.params(fb.ty(x)).len();
+        let a = sites.scoped("main", |s| self.main.forward(fb, x, &params[..n], s))?;
+        let b = sites.scoped("shortcut", |s| {
+            self.shortcut.forward(fb, x, &params[n..], s)
+        })?;
+        let y = fb.add(a.output(), b.output())?;
+        Ok(Saved {
+            output: Some(y),
+            values: Vec::new(),
+            children: vec![a, b],
+        })
+    }
+    fn backward(
+        &self,
+        fb: &mut FuncBuilder,
+        x: ValueId,
+        params: &[ValueId],
+        saved: &Saved,
+        dy: ValueId,
+    ) -> R<Grads> {
+        let n = self.main.params(fb.ty(x)).len();
+        let ga = self
+            .main
+            .backward(fb, x, &params[..n], &saved.children[0], dy)?;
+        let gb = self
+            .shortcut
+            .backward(fb, x, &params[n..], &saved.children[1], dy)?;
+        let dx = fb.add(ga.dx, gb.dx)?;
+        let mut dparams = ga.dparams;
+        dparams.extend(gb.dparams);
+        Ok(Grads { dx, dparams })
+    }
+}

@@ -1,0 +1,246 @@
+//! The CertLayer contract: a layer emits its forward, its hand-written
+//! closed-form backward map, names its kink sites and lists its parameters. The
+//! certifier ties the backward map to the VJP of the forward; nothing here
+//! derives a gradient automatically.
+
+use crate::emit::R;
+use ir::{FuncBuilder, Func, Module, TensorType, ValueId, Visibility};
+use std::fmt;
+
+/// How a parameter is initialised (the trainer draws from it; the certifier
+/// draws its own points).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Init {
+    Zeros,
+    Ones,
+    /// He (Kaiming) normal: std = sqrt(2 / fan_in).
+    HeNormal { fan_in: i64 },
+    /// Normal with the given standard deviation.
+    Normal { std: f64 },
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct ParamSpec {
+    /// Local name (`W`, `b`, `gamma`); combinators prefix it with the layer path.
+    pub name: String,
+    pub ty: TensorType,
+    pub init: Init,
+}
+
+impl ParamSpec {
+    pub fn f32(name: impl Into<String>, shape: &[i64], init: Init) -> Self {
+        ParamSpec {
+            name: name.into(),
+            ty: TensorType::f32(shape.to_vec()),
+            init,
+        }
+    }
+}
+
+/// The predicate a kink site must satisfy for the layer to be differentiable
+/// there (its smooth-point hypothesis).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KinkKind {
+    /// ReLU: every pre-activation ≠ 0 (margin = |x|).
+    ReluNonZero,
+    /// ReLU6 lower corner: x ≠ 0.
+    Relu6Lower,
+    /// ReLU6 upper corner: x ≠ 6.
+    Relu6Upper,
+    /// Max pool: a unique maximum per window, over distinct input positions
+    /// (margin = gap between the two largest values of the window).
+    PoolUniqueArgmax,
+}
+
+impl KinkKind {
+    pub fn predicate(self) -> &'static str {
+        match self {
+            KinkKind::ReluNonZero => "x ≠ 0",
+            KinkKind::Relu6Lower => "x ≠ 0",
+            KinkKind::Relu6Upper => "x ≠ 6",
+            KinkKind::PoolUniqueArgmax => "unique argmax per window",
+        }
+    }
+}
+
+/// A non-smooth point of a forward: the decision op whose margin discharges it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct KinkSite {
+    /// Path of the activation it reads, e.g. `stage2.conv1.pre_relu`.
+    pub name: String,
+    pub kind: KinkKind,
+    /// The result of the deciding op (`maximum`, `minimum`, `reduce_window`) in
+    /// the function being built.
+    pub value: ValueId,
+}
+
+/// Collects kink sites while a forward is emitted, under a path prefix.
+#[derive(Default, Debug)]
+pub struct Sites {
+    prefix: Vec<String>,
+    pub sites: Vec<KinkSite>,
+}
+
+impl Sites {
+    pub fn record(&mut self, local: &str, kind: KinkKind, value: ValueId) {
+        let mut name = self.prefix.join(".");
+        if !name.is_empty() {
+            name.push('.');
+        }
+        name.push_str(local);
+        self.sites.push(KinkSite { name, kind, value });
+    }
+
+    /// Run `f` with `scope` appended to the path.
+    pub fn scoped<T>(&mut self, scope: &str, f: impl FnOnce(&mut Self) -> T) -> T {
+        self.prefix.push(scope.to_string());
+        let out = f(self);
+        self.prefix.pop();
+        out
+    }
+}
+
+/// What a forward keeps for its backward: its output and the intermediate
+/// activations its backward map reads (combinators keep their children's).
+#[derive(Clone, Debug, Default)]
+pub struct Saved {
+    pub output: Option<ValueId>,
+    pub values: Vec<ValueId>,
+    pub children: Vec<Saved>,
+}
+
+impl Saved {
+    pub fn leaf(output: ValueId) -> Self {
+        Saved {
+            output: Some(output),
+            ..Default::default()
+        }
+    }
+    pub fn output(&self) -> ValueId {
+        self.output.expect("forward recorded its output")
+    }
+}
+
+/// The backward map's results: the input cotangent and one gradient per
+/// parameter, in [`CertLayer::params`] order.
+#[derive(Clone, Debug)]
+pub struct Grads {
+    pub dx: ValueId,
+    pub dparams: Vec<ValueId>,
+}
+
+/// A certified layer. `x` is always the full batched input (e.g. `[N,C,H,W]`).
+pub trait CertLayer: Send + Sync {
+    /// The op and its configuration, e.g. `conv2d k=3 s=2 Symmetric 16→32`.
+    fn name(&self) -> String;
+    /// The output type for an input type, or why the input does not fit.
+    fn output_type(&self, input: &TensorType) -> Result<TensorType, LayerError>;
+    /// Parameters for an input type, in the order forward/backward take them.
+    fn params(&self, input: &TensorType) -> Vec<ParamSpec>;
+    /// Emit the forward; record kink sites in `sites`.
+    fn forward(
+        &self,
+        fb: &mut FuncBuilder,
+        x: ValueId,
+        params: &[ValueId],
+        sites: &mut Sites,
+    ) -> R<Saved>;
+    /// Emit the hand-written backward map at the saved forward input `x`:
+    /// cotangent `dy` of the output → input cotangent and parameter gradients.
+    fn backward(
+        &self,
+        fb: &mut FuncBuilder,
+        x: ValueId,
+        params: &[ValueId],
+        saved: &Saved,
+        dy: ValueId,
+    ) -> R<Grads>;
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct LayerError(pub String);
+
+impl fmt::Display for LayerError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+impl std::error::Error for LayerError {}
+
+impl From<ir::TypeError> for LayerError {
+    fn from(e: ir::TypeError) -> Self {
+        LayerError(e.to_string())
+    }
+}
+
+/// The standalone functions a tie is computed on, derived from one layer.
+pub struct TieFuncs {
+    /// `@forward(x, θ…) -> y`.
+    pub forward: Func,
+    /// Kink sites of `forward` (values are ids in `forward`).
+    pub sites: Vec<KinkSite>,
+    /// `@backward(x, θ…, dy) -> (dx, dθ…)`: recomputes the forward from `x`,
+    /// then runs the backward map.
+    pub backward: Func,
+    pub params: Vec<ParamSpec>,
+    pub input: TensorType,
+    pub output: TensorType,
+}
+
+impl TieFuncs {
+    pub fn module(&self) -> Module {
+        Module {
+            name: Some("tie".into()),
+            attrs: None,
+            funcs: vec![self.forward.clone(), self.backward.clone()],
+        }
+    }
+}
+
+/// Build the forward and backward functions of `layer` at input type `input`.
+pub fn tie_funcs(layer: &dyn CertLayer, input: &TensorType) -> Result<TieFuncs, LayerError> {
+    let output = layer.output_type(input)?;
+    let params = layer.params(input);
+
+    let mut fb = FuncBuilder::new("forward", Visibility::Public);
+    let x = fb.param(input.clone());
+    let ps: Vec<ValueId> = params.iter().map(|p| fb.param(p.ty.clone())).collect();
+    let mut sites = Sites::default();
+    let saved = layer.forward(&mut fb, x, &ps, &mut sites)?;
+    let y = saved.output();
+    if fb.ty(y) != &output {
+        return Err(LayerError(format!(
+            "{}: forward produced {}, output_type says {}",
+            layer.name(),
+            fb.ty(y),
+            output
+        )));
+    }
+    let forward = fb.finish(&[y])?;
+
+    let mut fb = FuncBuilder::new("backward", Visibility::Public);
+    let x = fb.param(input.clone());
+    let ps: Vec<ValueId> = params.iter().map(|p| fb.param(p.ty.clone())).collect();
+    let dy = fb.param(output.clone());
+    let saved = layer.forward(&mut fb, x, &ps, &mut Sites::default())?;
+    let g = layer.backward(&mut fb, x, &ps, &saved, dy)?;
+    if g.dparams.len() != params.len() {
+        return Err(LayerError(format!(
+            "{}: backward returned {} parameter gradients for {} parameters",
+            layer.name(),
+            g.dparams.len(),
+            params.len()
+        )));
+    }
+    let mut outs = vec![g.dx];
+    outs.extend(&g.dparams);
+    let backward = fb.finish(&outs)?;
+    Ok(TieFuncs {
+        forward,
+        sites: sites.sites,
+        backward,
+        params,
+        input: input.clone(),
+        output,
+    })
+}

@@ -1,0 +1,16 @@
+//! layers: CertLayers — per op, the forward, the hand-written backward map, the
+//! kink sites and the parameters, emitted into the IR — and their combinators.
+//! Conventions (padding mode, BN world, GELU form) are typed fields of the op,
+//! never defaults.
+
+pub mod combinators;
+pub mod emit;
+pub mod layer;
+pub mod ops;
+
+pub use combinators::{comp, Chain, Projection, Residual};
+pub use emit::Emit;
+pub use layer::{
+    tie_funcs, CertLayer, Grads, Init, KinkKind, KinkSite, LayerError, ParamSpec, Saved, Sites,
+    TieFuncs,
+};

@@ -1,0 +1,3 @@
+//! The op set: one module per op family.
+
+pub mod activation;
