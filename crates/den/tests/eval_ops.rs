@@ -459,13 +459,13 @@ struct ConvCase {
 impl ConvCase {
     fn out_hw(&self) -> Option<[usize; 2]> {
         let mut out = [0; 2];
-        for d in 0..2 {
+        for (d, o) in out.iter_mut().enumerate() {
             let dil_in = (self.hw[d] as i64 - 1) * self.ld[d] + 1 + self.pad[d].0 + self.pad[d].1;
             let dil_k = (self.k[d] as i64 - 1) * self.rd[d] + 1;
             if dil_in < dil_k {
                 return None;
             }
-            out[d] = ((dil_in - dil_k) / self.stride[d] + 1) as usize;
+            *o = ((dil_in - dil_k) / self.stride[d] + 1) as usize;
         }
         Some(out)
     }

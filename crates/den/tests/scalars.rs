@@ -121,12 +121,15 @@ fn rel_close(a: f64, b: f64) -> bool {
     (a - b).abs() <= 1e-13 * (1.0 + b.abs())
 }
 
+/// An op, its function and its derivative f′ (compared with the dual tangent).
+type Case = (UnaryOp, fn(f64) -> f64, Box<dyn Fn(f64) -> f64>);
+
 #[test]
 fn dual_numbers_give_analytic_derivatives() {
     let xs = [0.3, 0.7, 1.9];
     let erf_d = |x: f64| std::f64::consts::FRAC_2_SQRT_PI * (-x * x).exp();
     let sig = |x: f64| 1.0 / (1.0 + (-x).exp());
-    let cases: Vec<(UnaryOp, fn(f64) -> f64, Box<dyn Fn(f64) -> f64>)> = vec![
+    let cases: Vec<Case> = vec![
         (UnaryOp::Exponential, f64::exp, Box::new(f64::exp)),
         (
             UnaryOp::ExponentialMinusOne,

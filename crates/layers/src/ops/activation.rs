@@ -47,3 +47,12 @@ impl CertLayer for Relu {
         })
     }
 }
+
+/// The activation configurations `certify --all-ops` ties.
+pub fn catalog() -> Vec<super::OpCase> {
+    vec![
+        super::OpCase::new("relu", "N=1, [1,3,4,5]", Relu, &[1, 3, 4, 5]),
+        super::OpCase::new("relu", "N=2, [2,7]", Relu, &[2, 7]),
+        super::OpCase::new("relu", "N=3, [3,2,3,5]", Relu, &[3, 2, 3, 5]),
+    ]
+}
