@@ -5,4 +5,6 @@
 pub mod rng;
 pub mod tie;
 
-pub use tie::{certify_layer, Evidence, MarginReport, TieOptions, TieReport, Verdict};
+pub use tie::{
+    certify_layer, Evidence, MarginReport, SiteCoverage, TieOptions, TieReport, Verdict,
+};

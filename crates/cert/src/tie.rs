@@ -32,7 +32,8 @@ pub struct TieOptions {
     pub max_attempts: usize,
     /// Compare the full Jacobian when (input + parameter + output) elements ≤ this.
     pub full_jacobian_limit: usize,
-    /// Relative tolerance of the f64 evidence level.
+    /// Relative tolerance of the f64 evidence level: |⟨u,Jv⟩ − ⟨B(u),v⟩| must be
+    /// at most this times (Σ|u⊙Jv| + Σ|B(u)⊙v| + ‖u‖·‖v‖).
     pub f64_tolerance: f64,
 }
 
@@ -75,6 +76,28 @@ pub enum Verdict {
     Undecided { reason: String },
 }
 
+/// Branch coverage of one decision site over the certified points.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SiteCoverage {
+    pub site: String,
+    pub op: &'static str,
+    /// Count per outcome (see `den::Margin::outcomes`).
+    pub outcomes: Vec<usize>,
+    /// Outcomes never taken, in words.
+    pub missing: Vec<String>,
+}
+
+/// The outcomes a decision op can take, in words; `None` when the set is open
+/// (window positions: padding offsets may be unreachable).
+fn outcome_labels(op: &str) -> Option<&'static [&'static str]> {
+    match op {
+        "stablehlo.maximum" | "stablehlo.minimum" => Some(&["first operand", "second operand"]),
+        "stablehlo.compare" => Some(&["false", "true"]),
+        "stablehlo.clamp" => Some(&["below min", "inside", "above max"]),
+        _ => None,
+    }
+}
+
 /// The smallest margin of the certified points, and where.
 #[derive(Clone, Debug, PartialEq)]
 pub struct MarginReport {
@@ -99,6 +122,8 @@ pub struct TieReport {
     pub min_margin: Option<MarginReport>,
     /// Kinks met (and resampled away from).
     pub kinks_resampled: Vec<String>,
+    /// Branch coverage of every decision site of the forward.
+    pub coverage: Vec<SiteCoverage>,
     pub verdict: Verdict,
     pub seconds: f64,
 }
@@ -124,6 +149,7 @@ pub fn certify_layer(layer: &dyn CertLayer, input: &TensorType, opts: &TieOption
         full_jacobian: false,
         min_margin: None,
         kinks_resampled: Vec::new(),
+        coverage: Vec::new(),
         verdict: Verdict::Undecided { reason },
         seconds: t0.elapsed().as_secs_f64(),
     };
@@ -445,14 +471,26 @@ impl Tie<'_> {
             full_jacobian: full,
             min_margin: None,
             kinks_resampled: Vec::new(),
+            coverage: Vec::new(),
             verdict: Verdict::Certified,
             seconds: 0.0,
+        };
+        // (op index, op) → outcome counts over the certified points.
+        let mut seen: Vec<((usize, &'static str), Vec<usize>)> = Vec::new();
+        let missing_outcomes = |seen: &[((usize, &'static str), Vec<usize>)]| {
+            seen.iter().any(|((_, op), counts)| {
+                outcome_labels(op).is_some_and(|l| {
+                    (0..l.len()).any(|k| counts.get(k).copied().unwrap_or(0) == 0)
+                })
+            })
         };
         let mut rng = Rng::new(opts.seed.wrapping_add(1));
         let scales = [1.0, 8.0, 0.25];
         let out_shape = shape_of(self.output);
         let mut attempt = 0;
-        while report.points < opts.points {
+        // Certify at `points` points, and keep sampling (within the budget) while
+        // a decision outcome has never been exercised.
+        while report.points < opts.points || (missing_outcomes(&seen) && attempt < opts.max_attempts) {
             if attempt >= opts.max_attempts {
                 report.verdict = if report.points == 0 {
                     Verdict::Undecided {
@@ -533,8 +571,14 @@ impl Tie<'_> {
                     };
                     let lhs = dot(&u.data, &jv.data);
                     let rhs = dot(&claimed[b].data, &tangents[b].data);
-                    let scale =
-                        abs_dot(&u.data, &jv.data) + abs_dot(&claimed[b].data, &tangents[b].data);
+                    // Magnitude the rounding error is relative to: the terms of both
+                    // sides, floored by ‖u‖·‖v‖ (the size of the form for a Jacobian of
+                    // unit scale), since an exactly-zero VJP block (a bias a softmax is
+                    // invariant to) has no terms of its own to measure rounding against.
+                    let scale = abs_dot(&u.data, &jv.data)
+                        + abs_dot(&claimed[b].data, &tangents[b].data)
+                        + (abs_dot(&u.data, &u.data) * abs_dot(&tangents[b].data, &tangents[b].data))
+                            .sqrt();
                     let (ok, diff) = self.equal(&lhs, &rhs, scale, exact, opts.f64_tolerance);
                     if !ok {
                         let loc = self.localise(&point, b, &u, &claimed[b]);
@@ -558,7 +602,45 @@ impl Tie<'_> {
                 }
             }
             report.points += 1;
+            for m in margins.iter().filter(|m| m.func == "forward") {
+                let key = (m.op_index, m.op);
+                let slot = match seen.iter().position(|(k, _)| *k == key) {
+                    Some(i) => i,
+                    None => {
+                        seen.push((key, Vec::new()));
+                        seen.len() - 1
+                    }
+                };
+                let counts = &mut seen[slot].1;
+                if counts.len() < m.outcomes.len() {
+                    counts.resize(m.outcomes.len(), 0);
+                }
+                for (a, b) in counts.iter_mut().zip(&m.outcomes) {
+                    *a += b;
+                }
+            }
         }
+        report.coverage = seen
+            .into_iter()
+            .map(|((idx, op), outcomes)| {
+                let missing = outcome_labels(op)
+                    .map(|labels| {
+                        labels
+                            .iter()
+                            .enumerate()
+                            .filter(|(k, _)| outcomes.get(*k).copied().unwrap_or(0) == 0)
+                            .map(|(_, l)| l.to_string())
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                SiteCoverage {
+                    site: self.site_name(idx, op),
+                    op,
+                    outcomes,
+                    missing,
+                }
+            })
+            .collect();
         report
     }
 
@@ -587,7 +669,8 @@ impl Tie<'_> {
                 };
                 tangents[b].data[i] = S::zero();
                 for (j, row) in rows.iter().enumerate() {
-                    let scale = col.data[j].to_f64().abs() + row[b].data[i].to_f64().abs();
+                    // Entries are compared against unit scale as well (see the probes).
+                    let scale = col.data[j].to_f64().abs() + row[b].data[i].to_f64().abs() + 1.0;
                     let (ok, diff) = self.equal(&col.data[j], &row[b].data[i], scale, exact, tol);
                     if !ok {
                         return Some(Verdict::Refuted {

@@ -2,6 +2,7 @@
 //! the library crates; exit status 0 = ok, 1 = a check refuted, 2 = usage,
 //! parse or verification error.
 
+mod certify;
 mod demo;
 mod npy;
 
@@ -30,6 +31,30 @@ enum Command {
     /// Built-in default job: build a small conv net, print it as StableHLO, parse it
     /// back and evaluate it on every evaluator path, reporting agreement.
     Demo,
+    /// Certify that each op's backward map IS the VJP of its forward (leaf ties).
+    ///
+    /// Each tie evaluates the emitted forward over dual numbers (forward mode)
+    /// and checks the adjoint identity <u, J v> = <B(u), v> against the emitted
+    /// backward map B for random probes, block by block — exactly, in rational
+    /// arithmetic, for piecewise-linear ops; in f64 with a stated tolerance
+    /// otherwise. Exit status: 0 all certified, 1 any refuted or undecided.
+    Certify {
+        /// Certify one op family (e.g. conv2d, maxpool, batchnorm).
+        #[arg(long)]
+        op: Option<String>,
+        /// Certify every op configuration of the catalog.
+        #[arg(long)]
+        all_ops: bool,
+        /// Input shape override for --op, comma separated (e.g. 2,3,9,7).
+        #[arg(long, value_delimiter = ',')]
+        shape: Option<Vec<i64>>,
+        /// Seed of the sampled points and probes.
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        /// Write the certificate (every tie, margin, evidence, timing) as JSON.
+        #[arg(long)]
+        json: Option<PathBuf>,
+    },
     /// Parse, verify and round-trip a StableHLO file; print its functions and op counts.
     Check {
         /// The .mlir file to check.
@@ -61,6 +86,20 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Demo => demo::demo(),
+        Command::Certify {
+            op,
+            all_ops,
+            shape,
+            seed,
+            json,
+        } => certify::certify(&certify::CertifyArgs {
+            op: op.as_deref(),
+            all_ops,
+            shape: shape.as_deref(),
+            seed,
+            json: json.as_deref(),
+        })
+        .and_then(|code| if code == 0 { Ok(()) } else { Err(Exit(code).into()) }),
         Command::Check { file } => check(&file),
         Command::Run {
             file,

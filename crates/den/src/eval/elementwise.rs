@@ -166,6 +166,12 @@ pub fn binary<S: Scalar>(
                     BinaryOp::Maximum | BinaryOp::Minimum => {
                         if let Some(d) = dec.as_deref_mut() {
                             d.record(a.gap(c), i);
+                            let loses = if b == BinaryOp::Maximum {
+                                Ordering::Less
+                            } else {
+                                Ordering::Greater
+                            };
+                            d.outcome(usize::from(a.primal_cmp(c) == Some(loses)));
                         }
                         if b == BinaryOp::Maximum {
                             a.max(c)
@@ -229,15 +235,17 @@ pub fn compare<S: Scalar>(
                 .zip(&ty.data)
                 .enumerate()
                 .map(|(i, (a, c))| {
-                    if let Some(d) = dec.as_deref_mut() {
-                        d.record(a.gap(c), i);
-                    }
                     let ord = if total {
                         Some(a.total_cmp(c))
                     } else {
                         a.primal_cmp(c)
                     };
-                    direction_holds(dir, ord) as i64
+                    let holds = direction_holds(dir, ord);
+                    if let Some(d) = dec.as_deref_mut() {
+                        d.record(a.gap(c), i);
+                        d.outcome(usize::from(holds));
+                    }
+                    holds as i64
                 })
                 .collect()
         }
@@ -348,6 +356,13 @@ pub fn clamp<S: Scalar>(
                     let (lv, hv, xv) = (pick(l, i), pick(h, i), &t.data[i]);
                     if let Some(d) = dec.as_deref_mut() {
                         d.record(xv.gap(lv).min(xv.gap(hv)), i);
+                        d.outcome(if xv.primal_cmp(lv) == Some(Ordering::Less) {
+                            0
+                        } else if xv.primal_cmp(hv) == Some(Ordering::Greater) {
+                            2
+                        } else {
+                            1
+                        });
                     }
                     xv.max(lv).min(hv).round_to(*e)
                 })

@@ -59,6 +59,12 @@ pub struct Margin {
     /// Decisions taken with margin exactly 0.
     pub ties: usize,
     pub decisions: usize,
+    /// How often each outcome was taken (branch coverage): maximum/minimum
+    /// `[first operand, second operand]` (ties go to the first); compare
+    /// `[false, true]`; clamp `[below min, inside, above max]`; reduce_window and
+    /// select_and_scatter: the winning offset in window scan order. Empty for
+    /// reduce.
+    pub outcomes: Vec<usize>,
 }
 
 /// Outputs of a function, and the margins of its decision ops (when recorded),
@@ -128,6 +134,7 @@ pub(crate) struct Decisions {
     argmin: usize,
     ties: usize,
     decisions: usize,
+    outcomes: Vec<usize>,
 }
 
 impl Decisions {
@@ -137,7 +144,16 @@ impl Decisions {
             argmin: 0,
             ties: 0,
             decisions: 0,
+            outcomes: Vec::new(),
         }
+    }
+
+    /// Count one decision's outcome `k` (branch coverage).
+    pub(crate) fn outcome(&mut self, k: usize) {
+        if self.outcomes.len() <= k {
+            self.outcomes.resize(k + 1, 0);
+        }
+        self.outcomes[k] += 1;
     }
 
     /// One decision with margin `gap` at result index `index`. A NaN gap (NaN
@@ -349,6 +365,12 @@ impl<'m> Interp<'m> {
                 }
                 m.ties += d.ties;
                 m.decisions += d.decisions;
+                if m.outcomes.len() < d.outcomes.len() {
+                    m.outcomes.resize(d.outcomes.len(), 0);
+                }
+                for (a, b) in m.outcomes.iter_mut().zip(&d.outcomes) {
+                    *a += b;
+                }
             }
             None => {
                 self.margin_slot.insert(key, self.margins.len());
@@ -361,6 +383,7 @@ impl<'m> Interp<'m> {
                     argmin: d.argmin,
                     ties: d.ties,
                     decisions: d.decisions,
+                    outcomes: d.outcomes.clone(),
                 });
             }
         }

@@ -102,17 +102,25 @@ impl<'a, S: Scalar> TopTwo<'a, S> {
         }
     }
 
-    fn offer(&mut self, x: &'a S) {
+    /// Offer a candidate; true when it becomes the best so far.
+    fn offer(&mut self, x: &'a S) -> bool {
         match self.best {
-            None => self.best = Some(x),
+            None => {
+                self.best = Some(x);
+                true
+            }
             Some(b) if self.better(x, b) => {
                 self.second = self.best;
                 self.best = Some(x);
+                true
             }
-            _ => match self.second {
-                Some(s) if !self.better(x, s) => {}
-                _ => self.second = Some(x),
-            },
+            _ => {
+                match self.second {
+                    Some(s) if !self.better(x, s) => {}
+                    _ => self.second = Some(x),
+                }
+                false
+            }
         }
     }
 
@@ -164,7 +172,7 @@ pub fn reduce<S: Scalar>(
                     let v = &x.data[base + r];
                     acc = fold_step(op, &acc, v).expect("recognised reducer");
                     if dec.is_some() {
-                        top.offer(v);
+                        let _ = top.offer(v);
                     }
                 }
                 if let Some(d) = dec.as_deref_mut().filter(|_| is_decision(Some(op))) {
@@ -243,17 +251,21 @@ pub fn reduce_window<S: Scalar>(
             geo.for_each(|o, offs| {
                 let mut acc = init.clone();
                 let mut top = TopTwo::new(op);
-                for off in offs {
+                let mut winner = 0;
+                for (j, off) in offs.iter().enumerate() {
                     let v = match off {
                         Some(k) => &x.data[*k],
                         None => init,
                     };
                     acc = fold_step(op, &acc, v).expect("recognised reducer");
-                    if off.is_some() && dec.is_some() {
-                        top.offer(v);
+                    if off.is_some() && dec.is_some() && top.offer(v) {
+                        winner = j;
                     }
                 }
                 if let Some(d) = dec.as_deref_mut().filter(|_| is_decision(Some(op))) {
+                    if top.second.is_some() {
+                        d.outcome(winner);
+                    }
                     top.record(d, o);
                 }
                 data.push(acc.round_accumulated(elem));
@@ -419,6 +431,9 @@ pub fn select_and_scatter<S: Scalar>(
                 if let Some(other) = select_in(&x.data, offs, Some(sel), &mut *select)? {
                     // The runner-up: the selection among the other elements.
                     d.record(x.data[sel].gap(&x.data[other]), o);
+                    if let Some(j) = offs.iter().position(|k| *k == Some(sel)) {
+                        d.outcome(j);
+                    }
                 }
             }
             let acc = &result[sel];

@@ -1,5 +1,583 @@
-//! placeholder (being written)
+//! The convolution family: `Conv2d` (stride 1, 2, 4; symmetric or XLA-SAME
+//! padding; odd and even kernels) and `DepthwiseConv2d`, each with its
+//! hand-written closed-form backward map (REFERENCE §2.1–2.5), plus the
+//! per-axis geometry both share and the conv catalog.
+//!
+//! One geometry drives forward and backward. Per spatial axis of size `n`,
+//! with kernel `k`, stride `s` and forward pad `[lo, hi]`, the forward reads
+//! `y[i] = Σ_kh W[kh]·x[s·i + kh − lo]`. Its adjoint pieces are then fixed:
+//! * input VJP: zero-upsample `dy` (`dy[i]` at `s·i`, interior `s−1`, plus
+//!   `t_in` trailing zeros), then the stride-1 conv with the reversed,
+//!   O/I-transposed kernel and pad `[k−1−lo, n−1−s·(out−1)+lo−t_in]`;
+//! * weight VJP: the transpose trick — correlate the saved input (pad
+//!   `[lo, hi_w]`) with the upsampled `dy` (`t_w` trailing zeros) as kernel.
+//!
+//! These reproduce the reference's forms: stride 1 `[k−1−p, p]`; stride 2
+//! symmetric `[k−1−p, p]` on `pad(dy, high 1, interior 1)`; XLA-SAME `[p+1,
+//! p−1]` (input) vs `[p−1, p+1]` (weight); even-kernel wgrad without the
+//! trailing row and pad `[p, k−2−p]`; stride-4 wgrad at extent `4h−3`. They
+//! also stay exact at odd input sizes, where the trailing zeros are trimmed so
+//! that no pad goes negative.
 
+use crate::emit::{Emit, R};
+use crate::layer::{CertLayer, Grads, Init, LayerError, ParamSpec, Saved, Sites};
+use ir::{ConvAttrs, FuncBuilder, TensorType, TypeError, ValueId};
+
+/// Which pixels a strided conv reads: the padding convention of the op.
+///
+/// `p = (k−1)/2` (floor). At stride 1 both conventions pad `[p, k−1−p]` (even
+/// kernels get one more on the high side, so the output keeps the input size).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Padding {
+    /// torchvision / He et al.: stride 2 pads `[p, p]` (keeps the even phase of
+    /// the stride-1 SAME conv); stride 4 exists only as the k=4 patchify conv
+    /// with pad `[p−1, p−1] = [0, 0]` (ConvNeXt stem). Other strides are rejected.
+    Symmetric,
+    /// XLA / TF `'SAME'` at any stride: output `ceil(n/s)`, total pad
+    /// `max((out−1)·s + k − n, 0)`, split `[total/2, total − total/2]`. At even
+    /// inputs and odd k ≥ 3 this is the reference's `[p−1, p]` (odd phase); at
+    /// odd inputs it is symmetric `[p, p]`; for k ∈ {1, 2} at even inputs it
+    /// is `[0, 0]` (where the reference's `[p−1, p]` would go negative).
+    XlaSame,
+}
+
+/// The geometry of one spatial axis: the forward pad and output size, and the
+/// upsampling and pads of the two backward convolutions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AxisGeometry {
+    /// Input size along the axis.
+    pub n: i64,
+    pub k: i64,
+    pub stride: i64,
+    /// Forward pad `(low, high)`.
+    pub pad: (i64, i64),
+    /// Output size `(n + lo + hi − k) / s + 1`.
+    pub out: i64,
+    /// Trailing zeros after the upsampled cotangent of the input VJP.
+    pub input_trailing: i64,
+    /// Pad of the reversed-kernel conv of the input VJP.
+    pub input_pad: (i64, i64),
+    /// Trailing zeros after the upsampled cotangent of the weight VJP.
+    pub weight_trailing: i64,
+    /// Pad of the saved input in the weight VJP correlation.
+    pub weight_pad: (i64, i64),
+}
+
+fn layer_err(msg: String) -> LayerError {
+    LayerError(msg)
+}
+
+/// `p = (k−1)/2` with floor division.
+fn half(k: i64) -> i64 {
+    (k - 1) / 2
+}
+
+/// The forward pad `(lo, hi)` of one axis of size `n`.
+pub fn forward_pad(
+    padding: Padding,
+    k: i64,
+    stride: i64,
+    n: i64,
+) -> Result<(i64, i64), LayerError> {
+    if k < 1 || stride < 1 {
+        return Err(layer_err(format!(
+            "conv: kernel {k} and stride {stride} must be ≥ 1"
+        )));
+    }
+    let p = half(k);
+    match (padding, stride) {
+        (_, 1) => Ok((p, k - 1 - p)),
+        (Padding::Symmetric, 2) => Ok((p, p)),
+        (Padding::Symmetric, 4) if k == 4 => Ok((p - 1, p - 1)),
+        (Padding::Symmetric, s) => Err(layer_err(format!(
+            "conv: symmetric padding is defined for stride 1, 2 and the 4×4/s4 patchify, not k={k} s={s}"
+        ))),
+        (Padding::XlaSame, s) => {
+            let out = (n + s - 1) / s;
+            let total = ((out - 1) * s + k - n).max(0);
+            Ok((total / 2, total - total / 2))
+        }
+    }
+}
+
+/// The full geometry of one axis (see the module comment for the formulas).
+pub fn axis_geometry(
+    padding: Padding,
+    k: i64,
+    stride: i64,
+    n: i64,
+) -> Result<AxisGeometry, LayerError> {
+    let (lo, hi) = forward_pad(padding, k, stride, n)?;
+    let span = n + lo + hi - k;
+    if span < 0 {
+        return Err(layer_err(format!(
+            "conv: input size {n} with pad [{lo}, {hi}] is smaller than the kernel {k}"
+        )));
+    }
+    let s = stride;
+    let out = span / s + 1;
+    // Last input row an upsampled cotangent row can reach, counted past the
+    // last stored dy position s·(out−1): the room left for trailing zeros.
+    let room = n - 1 - s * (out - 1) + lo;
+    // The reference upsamples with s−1 trailing zeros (extent s·out); at odd
+    // sizes that can overshoot, so trim to keep the high pad non-negative.
+    let input_trailing = (s - 1).min(room);
+    let input_pad = (k - 1 - lo, room - input_trailing);
+    // Weight VJP: result length (n + lo + hi_w) − ext + 1 = k. Odd kernels
+    // keep the trailing zeros (extent s·out), even kernels drop them (extent
+    // s·(out−1)+1, §2.2 sWGradGeom); add zeros only if hi_w would go negative.
+    let ext0 = s * (out - 1) + 1;
+    let hi_w0 = k - 1 + ext0 - n - lo;
+    let preferred = if k % 2 == 1 { s - 1 } else { 0 };
+    let weight_trailing = preferred.max(-hi_w0).min(s - 1);
+    let weight_pad = (lo, hi_w0 + weight_trailing);
+    if input_pad.0 < 0 || input_pad.1 < 0 || weight_pad.0 < 0 || weight_pad.1 < 0 {
+        return Err(layer_err(format!(
+            "conv: k={k} s={s} pad [{lo}, {hi}] at size {n} needs a negative backward pad"
+        )));
+    }
+    Ok(AxisGeometry {
+        n,
+        k,
+        stride,
+        pad: (lo, hi),
+        out,
+        input_trailing,
+        input_pad,
+        weight_trailing,
+        weight_pad,
+    })
+}
+
+/// Zero-upsample an NCHW cotangent: `dy[i]` lands at `s·i`, with `trailing`
+/// zeros after the last row/column (`pad(dy, low 0, high t, interior s−1)`).
+pub fn upsample(fb: &mut FuncBuilder, dy: ValueId, stride: i64, trailing: [i64; 2]) -> R<ValueId> {
+    if stride == 1 && trailing == [0, 0] {
+        return Ok(dy);
+    }
+    fb.pad(
+        dy,
+        &[0, 0, 0, 0],
+        &[0, 0, trailing[0], trailing[1]],
+        &[0, 0, stride - 1, stride - 1],
+    )
+}
+
+/// A 2-d NCHW/OIHW convolution with the given stride, pads and groups.
+fn conv2d(
+    fb: &mut FuncBuilder,
+    lhs: ValueId,
+    rhs: ValueId,
+    stride: i64,
+    pads: [(i64, i64); 2],
+    feature_groups: i64,
+    batch_groups: i64,
+) -> R<ValueId> {
+    let mut attrs = ConvAttrs::plain2d();
+    attrs.window_strides = vec![stride, stride];
+    attrs.padding = pads.to_vec();
+    attrs.feature_group_count = feature_groups;
+    attrs.batch_group_count = batch_groups;
+    fb.conv(lhs, rhs, attrs)
+}
+
+fn spatial(t: &TensorType, what: &str) -> Result<(i64, i64, i64, i64), LayerError> {
+    match t.shape[..] {
+        [n, c, h, w] => Ok((n, c, h, w)),
+        _ => Err(layer_err(format!("{what}: expects an NCHW input, got {t}"))),
+    }
+}
+
+fn as_type_error(e: LayerError) -> TypeError {
+    TypeError {
+        op: "conv geometry",
+        message: e.0,
+    }
+}
+
+/// Per-axis geometry `[H, W]` of a conv at an NCHW input type.
+fn geometry2d(
+    padding: Padding,
+    k: i64,
+    stride: i64,
+    h: i64,
+    w: i64,
+) -> Result<[AxisGeometry; 2], LayerError> {
+    Ok([
+        axis_geometry(padding, k, stride, h)?,
+        axis_geometry(padding, k, stride, w)?,
+    ])
+}
+
+/// The backward pieces shared by the dense and depthwise convs, at a given
+/// geometry (tests pass a deliberately wrong one to check the tie refutes it).
+///
+/// * `dx = conv(up_in(dy), flip(Wb), pad = input_pad)` where `Wb` is the
+///   kernel with O/I transposed (dense) or as is (depthwise, grouped);
+/// * `dW` by the transpose trick on `up_w(dy)` (depthwise: `batch_group_count`);
+/// * `db = Σ dy` over `[0, 2, 3]`.
+fn conv_backward(
+    fb: &mut FuncBuilder,
+    x: ValueId,
+    params: &[ValueId],
+    dy: ValueId,
+    geo: &[AxisGeometry; 2],
+    depthwise_channels: Option<i64>,
+) -> R<Grads> {
+    let w = params[0];
+    let s = geo[0].stride;
+    let groups = depthwise_channels.unwrap_or(1);
+
+    // Input VJP: reversed kernel (both spatial axes), O/I transposed for a
+    // dense conv; one input channel per group needs no transpose.
+    let up_in = upsample(fb, dy, s, [geo[0].input_trailing, geo[1].input_trailing])?;
+    let w_oi = if depthwise_channels.is_some() {
+        w
+    } else {
+        fb.transpose(w, &[1, 0, 2, 3])?
+    };
+    let w_rev = fb.reverse(w_oi, &[2, 3])?;
+    let dx = conv2d(
+        fb,
+        up_in,
+        w_rev,
+        1,
+        [geo[0].input_pad, geo[1].input_pad],
+        groups,
+        1,
+    )?;
+
+    // Weight VJP (transpose trick): batch into the feature slot, the
+    // upsampled cotangent is the kernel, the result is [in, out, kH, kW].
+    let up_w = upsample(fb, dy, s, [geo[0].weight_trailing, geo[1].weight_trailing])?;
+    let xt = fb.transpose(x, &[1, 0, 2, 3])?;
+    let dyt = fb.transpose(up_w, &[1, 0, 2, 3])?;
+    let raw = conv2d(
+        fb,
+        xt,
+        dyt,
+        1,
+        [geo[0].weight_pad, geo[1].weight_pad],
+        1,
+        groups,
+    )?;
+    let dw = match depthwise_channels {
+        // [1, c, kH, kW] → [c, 1, kH, kW]: same order of elements.
+        Some(c) => fb.reshape(raw, &[c, 1, geo[0].k, geo[1].k])?,
+        None => fb.transpose(raw, &[1, 0, 2, 3])?,
+    };
+
+    let mut dparams = vec![dw];
+    if params.len() > 1 {
+        dparams.push(fb.reduce_sum(dy, &[0, 2, 3])?);
+    }
+    Ok(Grads { dx, dparams })
+}
+
+/// `y = conv(x, W) (+ b)`: a cross-correlation with zero padding, NCHW input,
+/// OIHW kernel `W [out_ch, in_ch, k, k]`, optional bias `b [out_ch]`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Conv2d {
+    pub k: i64,
+    pub stride: i64,
+    pub padding: Padding,
+    pub in_ch: i64,
+    pub out_ch: i64,
+    pub bias: bool,
+}
+
+impl Conv2d {
+    /// The per-axis geometry at an NCHW input type.
+    pub fn geometry(&self, input: &TensorType) -> Result<[AxisGeometry; 2], LayerError> {
+        let (_, c, h, w) = spatial(input, &self.name())?;
+        if c != self.in_ch {
+            return Err(layer_err(format!(
+                "{}: input has {c} channels, expected {}",
+                self.name(),
+                self.in_ch
+            )));
+        }
+        geometry2d(self.padding, self.k, self.stride, h, w)
+    }
+
+    /// The backward map at an explicit geometry (the normal backward passes
+    /// [`Conv2d::geometry`]; negative controls pass a wrong one).
+    pub fn backward_at(
+        &self,
+        fb: &mut FuncBuilder,
+        x: ValueId,
+        params: &[ValueId],
+        dy: ValueId,
+        geo: &[AxisGeometry; 2],
+    ) -> R<Grads> {
+        conv_backward(fb, x, params, dy, geo, None)
+    }
+}
+
+impl CertLayer for Conv2d {
+    fn name(&self) -> String {
+        format!(
+            "conv2d k={} s={} {:?} {}→{}{}",
+            self.k,
+            self.stride,
+            self.padding,
+            self.in_ch,
+            self.out_ch,
+            if self.bias { " +b" } else { "" }
+        )
+    }
+    fn output_type(&self, input: &TensorType) -> Result<TensorType, LayerError> {
+        let g = self.geometry(input)?;
+        Ok(TensorType::f32(vec![
+            input.shape[0],
+            self.out_ch,
+            g[0].out,
+            g[1].out,
+        ]))
+    }
+    fn params(&self, _: &TensorType) -> Vec<ParamSpec> {
+        let fan_in = self.in_ch * self.k * self.k;
+        let mut ps = vec![ParamSpec::f32(
+            "W",
+            &[self.out_ch, self.in_ch, self.k, self.k],
+            Init::HeNormal { fan_in },
+        )];
+        if self.bias {
+            ps.push(ParamSpec::f32("b", &[self.out_ch], Init::Zeros));
+        }
+        ps
+    }
+    fn forward(
+        &self,
+        fb: &mut FuncBuilder,
+        x: ValueId,
+        params: &[ValueId],
+        _: &mut Sites,
+    ) -> R<Saved> {
+        let g = self.geometry(fb.ty(x)).map_err(as_type_error)?;
+        let y = conv2d(fb, x, params[0], self.stride, [g[0].pad, g[1].pad], 1, 1)?;
+        let y = if self.bias {
+            let shape = fb.shape(y);
+            let b = fb.bcast(params[1], &[1], &shape)?;
+            fb.add(y, b)?
+        } else {
+            y
+        };
+        Ok(Saved::leaf(y))
+    }
+    fn backward(
+        &self,
+        fb: &mut FuncBuilder,
+        x: ValueId,
+        params: &[ValueId],
+        _: &Saved,
+        dy: ValueId,
+    ) -> R<Grads> {
+        let g = self.geometry(fb.ty(x)).map_err(as_type_error)?;
+        self.backward_at(fb, x, params, dy, &g)
+    }
+}
+
+/// Depthwise conv: one `k×k` filter per channel, `W [ch, 1, k, k]`, emitted
+/// with `feature_group_count = ch`; optional bias `b [ch]`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DepthwiseConv2d {
+    pub k: i64,
+    pub stride: i64,
+    pub padding: Padding,
+    pub ch: i64,
+    pub bias: bool,
+}
+
+impl DepthwiseConv2d {
+    pub fn geometry(&self, input: &TensorType) -> Result<[AxisGeometry; 2], LayerError> {
+        let (_, c, h, w) = spatial(input, &self.name())?;
+        if c != self.ch {
+            return Err(layer_err(format!(
+                "{}: input has {c} channels, expected {}",
+                self.name(),
+                self.ch
+            )));
+        }
+        geometry2d(self.padding, self.k, self.stride, h, w)
+    }
+
+    /// The backward map at an explicit geometry (see [`Conv2d::backward_at`]).
+    pub fn backward_at(
+        &self,
+        fb: &mut FuncBuilder,
+        x: ValueId,
+        params: &[ValueId],
+        dy: ValueId,
+        geo: &[AxisGeometry; 2],
+    ) -> R<Grads> {
+        conv_backward(fb, x, params, dy, geo, Some(self.ch))
+    }
+}
+
+impl CertLayer for DepthwiseConv2d {
+    fn name(&self) -> String {
+        format!(
+            "depthwise_conv2d k={} s={} {:?} ch={}{}",
+            self.k,
+            self.stride,
+            self.padding,
+            self.ch,
+            if self.bias { " +b" } else { "" }
+        )
+    }
+    fn output_type(&self, input: &TensorType) -> Result<TensorType, LayerError> {
+        let g = self.geometry(input)?;
+        Ok(TensorType::f32(vec![
+            input.shape[0],
+            self.ch,
+            g[0].out,
+            g[1].out,
+        ]))
+    }
+    fn params(&self, _: &TensorType) -> Vec<ParamSpec> {
+        let mut ps = vec![ParamSpec::f32(
+            "W",
+            &[self.ch, 1, self.k, self.k],
+            Init::HeNormal {
+                fan_in: self.k * self.k,
+            },
+        )];
+        if self.bias {
+            ps.push(ParamSpec::f32("b", &[self.ch], Init::Zeros));
+        }
+        ps
+    }
+    fn forward(
+        &self,
+        fb: &mut FuncBuilder,
+        x: ValueId,
+        params: &[ValueId],
+        _: &mut Sites,
+    ) -> R<Saved> {
+        let g = self.geometry(fb.ty(x)).map_err(as_type_error)?;
+        let y = conv2d(
+            fb,
+            x,
+            params[0],
+            self.stride,
+            [g[0].pad, g[1].pad],
+            self.ch,
+            1,
+        )?;
+        let y = if self.bias {
+            let shape = fb.shape(y);
+            let b = fb.bcast(params[1], &[1], &shape)?;
+            fb.add(y, b)?
+        } else {
+            y
+        };
+        Ok(Saved::leaf(y))
+    }
+    fn backward(
+        &self,
+        fb: &mut FuncBuilder,
+        x: ValueId,
+        params: &[ValueId],
+        _: &Saved,
+        dy: ValueId,
+    ) -> R<Grads> {
+        let g = self.geometry(fb.ty(x)).map_err(as_type_error)?;
+        self.backward_at(fb, x, params, dy, &g)
+    }
+}
+
+fn conv(k: i64, stride: i64, padding: Padding, in_ch: i64, out_ch: i64, bias: bool) -> Conv2d {
+    Conv2d {
+        k,
+        stride,
+        padding,
+        in_ch,
+        out_ch,
+        bias,
+    }
+}
+
+/// Configuration text: `k=3 s=2 Symmetric, N=2, 2→3 ch, 6×5, +b`.
+fn describe(k: i64, s: i64, p: Padding, ch: String, shape: &[i64], bias: bool) -> String {
+    format!(
+        "k={k} s={s} {p:?}, N={}, {ch}, {}×{}{}",
+        shape[0],
+        shape[2],
+        shape[3],
+        if bias { ", +b" } else { "" }
+    )
+}
+
+fn conv_case(
+    k: i64,
+    s: i64,
+    p: Padding,
+    out_ch: i64,
+    shape: [i64; 4],
+    bias: bool,
+) -> super::OpCase {
+    let ch = format!("{}→{out_ch} ch", shape[1]);
+    super::OpCase::new(
+        "conv2d",
+        describe(k, s, p, ch, &shape, bias),
+        conv(k, s, p, shape[1], out_ch, bias),
+        &shape,
+    )
+}
+
+fn depthwise_case(k: i64, s: i64, p: Padding, shape: [i64; 4], bias: bool) -> super::OpCase {
+    let ch = format!("{} ch", shape[1]);
+    super::OpCase::new(
+        "depthwise_conv2d",
+        describe(k, s, p, ch, &shape, bias),
+        DepthwiseConv2d {
+            k,
+            stride: s,
+            padding: p,
+            ch: shape[1],
+            bias,
+        },
+        &shape,
+    )
+}
+
+/// The conv configurations `certify --all-ops` ties: stride 1 at odd and even
+/// kernels, stride 2 both conventions at k ∈ {1,2,3,5,7} on even, odd and
+/// non-square inputs, the 4×4/s4 patchify, and depthwise at strides 1 and 2.
 pub fn catalog() -> Vec<super::OpCase> {
-    Vec::new()
+    use Padding::{Symmetric as Sym, XlaSame as Xla};
+    vec![
+        // Stride 1 (both conventions pad [p, k−1−p]).
+        conv_case(1, 1, Sym, 3, [2, 2, 3, 4], true),
+        conv_case(2, 1, Sym, 2, [1, 2, 4, 5], true),
+        conv_case(3, 1, Sym, 2, [3, 2, 5, 4], true),
+        conv_case(4, 1, Sym, 2, [2, 1, 5, 6], false),
+        conv_case(5, 1, Xla, 2, [1, 2, 5, 6], true),
+        // Stride 2 symmetric: even, odd and mixed-parity inputs.
+        conv_case(1, 2, Sym, 2, [3, 2, 4, 5], false),
+        conv_case(2, 2, Sym, 3, [2, 2, 6, 4], true),
+        conv_case(2, 2, Sym, 2, [1, 2, 5, 7], false),
+        conv_case(3, 2, Sym, 2, [2, 2, 6, 8], true),
+        conv_case(3, 2, Sym, 2, [1, 2, 7, 5], true),
+        conv_case(5, 2, Sym, 2, [3, 1, 6, 5], true),
+        conv_case(7, 2, Sym, 2, [1, 1, 8, 7], false),
+        // Stride 2 XLA-SAME: even inputs (odd phase), odd inputs (symmetric).
+        conv_case(1, 2, Xla, 2, [2, 2, 4, 6], true),
+        conv_case(2, 2, Xla, 2, [1, 2, 6, 5], false),
+        conv_case(3, 2, Xla, 2, [3, 2, 6, 4], true),
+        conv_case(3, 2, Xla, 2, [1, 2, 5, 6], false),
+        conv_case(5, 2, Xla, 2, [2, 1, 8, 6], true),
+        conv_case(7, 2, Xla, 2, [1, 1, 8, 9], true),
+        // Stride 4 patchify (ConvNeXt stem), non-square.
+        conv_case(4, 4, Sym, 2, [2, 2, 8, 4], true),
+        conv_case(4, 4, Xla, 2, [1, 1, 4, 8], false),
+        // Depthwise: stride 1, stride 2 both conventions.
+        depthwise_case(3, 1, Sym, [2, 3, 5, 4], true),
+        depthwise_case(2, 1, Sym, [1, 2, 4, 5], false),
+        depthwise_case(3, 2, Sym, [3, 2, 6, 5], true),
+        depthwise_case(5, 2, Sym, [1, 3, 7, 6], false),
+        depthwise_case(3, 2, Xla, [2, 3, 6, 4], true),
+        depthwise_case(5, 2, Xla, [1, 2, 8, 7], true),
+    ]
 }

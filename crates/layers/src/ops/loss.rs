@@ -1,5 +1,207 @@
-//! placeholder (being written)
+//! Softmax and the softmax cross-entropy loss (REFERENCE §2.13): the mean loss
+//! over a batch of logits against a target distribution, with optional label
+//! smoothing, and the row softmax; each with its closed-form backward map.
+//!
+//! Softmax is `exp(z) / Σ exp(z)` with no max-subtraction, as the reference
+//! renders it: a max-shift would add a decision op (a kink site) to a function
+//! that is smooth everywhere; the certifier's inputs are small enough not to
+//! overflow.
 
+use crate::emit::{Emit, R};
+use crate::layer::{CertLayer, Grads, Init, LayerError, ParamSpec, Saved, Sites};
+use ir::{FuncBuilder, TensorType, UnaryOp, ValueId};
+
+/// `(p, log p)` of a softmax over the last dim of `z`.
+fn softmax_and_log(fb: &mut FuncBuilder, z: ValueId) -> R<(ValueId, ValueId)> {
+    let shape = fb.shape(z);
+    let last = shape.len() as i64 - 1;
+    let kept: Vec<i64> = (0..last).collect();
+    let e = fb.unary(UnaryOp::Exponential, z)?;
+    let s = fb.reduce_sum(e, &[last])?;
+    let s = fb.bcast(s, &kept, &shape)?;
+    let p = fb.div(e, s)?;
+    let log_s = fb.unary(UnaryOp::Log, s)?;
+    let log_p = fb.sub(z, log_s)?;
+    Ok((p, log_p))
+}
+
+/// Mean softmax cross-entropy of logits `[B,K]` against the parameter
+/// `target` `[B,K]` (one-hot or soft rows):
+/// `L = −(1/B)·Σ_{b,k} t'·log softmax(z)`, a rank-0 `tensor<f32>`, with
+/// `t' = (1−α)·target + α/K` under label smoothing α (the real K), else
+/// `t' = target`.
+///
+/// Backward: `dz = dy·(softmax(z) − t')/B`, and the target's true VJP
+/// `dtarget = −dy·(1−α)·log softmax(z)/B` (α = 0 without smoothing). The target
+/// is a parameter only so the tie covers its slot; the trainer feeds it as data.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SoftmaxCrossEntropy {
+    pub classes: i64,
+    pub label_smoothing: Option<f64>,
+}
+
+impl SoftmaxCrossEntropy {
+    /// `t'` from the target.
+    fn smoothed_target(&self, fb: &mut FuncBuilder, target: ValueId) -> R<ValueId> {
+        match self.label_smoothing {
+            None => Ok(target),
+            Some(alpha) => {
+                let kept = fb.scale(target, 1.0 - alpha)?;
+                let spread = fb.splat_like(alpha / self.classes as f64, target);
+                fb.add(kept, spread)
+            }
+        }
+    }
+}
+
+impl CertLayer for SoftmaxCrossEntropy {
+    fn name(&self) -> String {
+        match self.label_smoothing {
+            None => format!("softmax_ce K={}", self.classes),
+            Some(a) => format!("softmax_ce K={} label smoothing {a}", self.classes),
+        }
+    }
+
+    fn output_type(&self, input: &TensorType) -> Result<TensorType, LayerError> {
+        let s = &input.shape;
+        if s.len() != 2 || s[1] != self.classes {
+            return Err(LayerError(format!(
+                "{}: expects logits [B,{}], got {input}",
+                self.name(),
+                self.classes
+            )));
+        }
+        Ok(TensorType::new(vec![], input.elem))
+    }
+
+    fn params(&self, input: &TensorType) -> Vec<ParamSpec> {
+        // The loss is affine in the target, so any values certify; a small
+        // normal keeps the draws distribution-sized.
+        vec![ParamSpec::f32(
+            "target",
+            &input.shape,
+            Init::Normal { std: 0.5 },
+        )]
+    }
+
+    fn forward(
+        &self,
+        fb: &mut FuncBuilder,
+        z: ValueId,
+        params: &[ValueId],
+        _: &mut Sites,
+    ) -> R<Saved> {
+        let batch = fb.shape(z)[0];
+        let (_, log_p) = softmax_and_log(fb, z)?;
+        let t = self.smoothed_target(fb, params[0])?;
+        let tl = fb.mul(t, log_p)?;
+        let total = fb.reduce_sum(tl, &[0, 1])?;
+        // Divide by B (exact in f32) so forward and backward share the constant.
+        let b = fb.splat_like(batch as f64, total);
+        let mean = fb.div(total, b)?;
+        Ok(Saved::leaf(fb.neg(mean)?))
+    }
+
+    fn backward(
+        &self,
+        fb: &mut FuncBuilder,
+        z: ValueId,
+        params: &[ValueId],
+        _: &Saved,
+        dy: ValueId,
+    ) -> R<Grads> {
+        let shape = fb.shape(z);
+        let batch = shape[0];
+        let (p, log_p) = softmax_and_log(fb, z)?;
+        let t = self.smoothed_target(fb, params[0])?;
+        let dy_b = fb.bcast(dy, &[], &shape)?;
+        let b = fb.splat_like(batch as f64, z);
+        let diff = fb.sub(p, t)?;
+        let dz = fb.mul(dy_b, diff)?;
+        let dz = fb.div(dz, b)?;
+        let lp = match self.label_smoothing {
+            None => log_p,
+            Some(alpha) => fb.scale(log_p, 1.0 - alpha)?,
+        };
+        let dt = fb.mul(dy_b, lp)?;
+        let dt = fb.div(dt, b)?;
+        let dtarget = fb.neg(dt)?;
+        Ok(Grads {
+            dx: dz,
+            dparams: vec![dtarget],
+        })
+    }
+}
+
+/// Row softmax over the last dim of `[N,K]` or `[N,T,K]`; backward
+/// `dz = p⊙(dp − Σ_row p⊙dp)`. Smooth.
+pub struct Softmax;
+
+impl CertLayer for Softmax {
+    fn name(&self) -> String {
+        "softmax (last dim)".into()
+    }
+    fn output_type(&self, input: &TensorType) -> Result<TensorType, LayerError> {
+        if input.shape.is_empty() {
+            return Err(LayerError("softmax: needs at least one dim".into()));
+        }
+        Ok(input.clone())
+    }
+    fn params(&self, _: &TensorType) -> Vec<ParamSpec> {
+        Vec::new()
+    }
+    fn forward(&self, fb: &mut FuncBuilder, z: ValueId, _: &[ValueId], _: &mut Sites) -> R<Saved> {
+        let (p, _) = softmax_and_log(fb, z)?;
+        Ok(Saved::leaf(p))
+    }
+    fn backward(
+        &self,
+        fb: &mut FuncBuilder,
+        z: ValueId,
+        _: &[ValueId],
+        _: &Saved,
+        dp: ValueId,
+    ) -> R<Grads> {
+        let shape = fb.shape(z);
+        let last = shape.len() as i64 - 1;
+        let kept: Vec<i64> = (0..last).collect();
+        let (p, _) = softmax_and_log(fb, z)?;
+        let pdp = fb.mul(p, dp)?;
+        let s = fb.reduce_sum(pdp, &[last])?;
+        let s = fb.bcast(s, &kept, &shape)?;
+        let centred = fb.sub(dp, s)?;
+        let dz = fb.mul(p, centred)?;
+        Ok(Grads {
+            dx: dz,
+            dparams: Vec::new(),
+        })
+    }
+}
+
+/// The loss configurations `certify --all-ops` ties.
 pub fn catalog() -> Vec<super::OpCase> {
-    Vec::new()
+    let ce = |classes, label_smoothing| SoftmaxCrossEntropy {
+        classes,
+        label_smoothing,
+    };
+    use super::OpCase;
+    vec![
+        OpCase::new("softmax_ce", "K=4, B=1", ce(4, None), &[1, 4]),
+        OpCase::new("softmax_ce", "K=5, B=2", ce(5, None), &[2, 5]),
+        OpCase::new(
+            "softmax_ce",
+            "K=3, B=3, label smoothing 0.1",
+            ce(3, Some(0.1)),
+            &[3, 3],
+        ),
+        OpCase::new(
+            "softmax_ce",
+            "K=10, B=2, label smoothing 0.1",
+            ce(10, Some(0.1)),
+            &[2, 10],
+        ),
+        OpCase::new("softmax", "N=1, K=5", Softmax, &[1, 5]),
+        OpCase::new("softmax", "N=2, T=3, K=4", Softmax, &[2, 3, 4]),
+        OpCase::new("softmax", "N=3, K=3", Softmax, &[3, 3]),
+    ]
 }
