@@ -71,9 +71,14 @@ impl fmt::Display for Evidence {
 pub enum Verdict {
     Certified,
     /// The backward map is not the VJP: which block, and the evidence.
-    Refuted { block: String, detail: String },
+    Refuted {
+        block: String,
+        detail: String,
+    },
     /// No decision (every point on a kink, an evaluation error).
-    Undecided { reason: String },
+    Undecided {
+        reason: String,
+    },
 }
 
 /// Branch coverage of one decision site over the certified points.
@@ -372,7 +377,9 @@ impl Tie<'_> {
         };
         let ev = eval_func::<Dual<S>>(self.module, "forward", inputs, &opts)
             .map_err(|e| e.to_string())?;
-        let out = ev.outputs[0].as_float().ok_or("forward output is not float")?;
+        let out = ev.outputs[0]
+            .as_float()
+            .ok_or("forward output is not float")?;
         Ok((out.map(|d| d.tangent.clone()), ev.margins))
     }
 
@@ -384,10 +391,14 @@ impl Tie<'_> {
             fast: false,
             ..Default::default()
         };
-        let ev = eval_func::<S>(self.module, "backward", inputs, &opts).map_err(|e| e.to_string())?;
+        let ev =
+            eval_func::<S>(self.module, "backward", inputs, &opts).map_err(|e| e.to_string())?;
         ev.outputs
             .into_iter()
-            .map(|v| v.into_float().ok_or_else(|| "backward output is not float".to_string()))
+            .map(|v| {
+                v.into_float()
+                    .ok_or_else(|| "backward output is not float".to_string())
+            })
             .collect()
     }
 
@@ -467,7 +478,8 @@ impl Tie<'_> {
             probes: opts.probes,
             blocks: names.len(),
             points: 0,
-            failure_bound: exact.then(|| (2.0 / (2 * PROBE_RANGE + 1) as f64).powi(opts.probes as i32)),
+            failure_bound: exact
+                .then(|| (2.0 / (2 * PROBE_RANGE + 1) as f64).powi(opts.probes as i32)),
             full_jacobian: full,
             min_margin: None,
             kinks_resampled: Vec::new(),
@@ -479,9 +491,8 @@ impl Tie<'_> {
         let mut seen: Vec<((usize, &'static str), Vec<usize>)> = Vec::new();
         let missing_outcomes = |seen: &[((usize, &'static str), Vec<usize>)]| {
             seen.iter().any(|((_, op), counts)| {
-                outcome_labels(op).is_some_and(|l| {
-                    (0..l.len()).any(|k| counts.get(k).copied().unwrap_or(0) == 0)
-                })
+                outcome_labels(op)
+                    .is_some_and(|l| (0..l.len()).any(|k| counts.get(k).copied().unwrap_or(0) == 0))
             })
         };
         let mut rng = Rng::new(opts.seed.wrapping_add(1));
@@ -490,7 +501,9 @@ impl Tie<'_> {
         let mut attempt = 0;
         // Certify at `points` points, and keep sampling (within the budget) while
         // a decision outcome has never been exercised.
-        while report.points < opts.points || (missing_outcomes(&seen) && attempt < opts.max_attempts) {
+        while report.points < opts.points
+            || (missing_outcomes(&seen) && attempt < opts.max_attempts)
+        {
             if attempt >= opts.max_attempts {
                 report.verdict = if report.points == 0 {
                     Verdict::Undecided {
@@ -532,10 +545,7 @@ impl Tie<'_> {
                 .filter(|m| m.func == "forward")
                 .min_by(|a, b| a.min.total_cmp(&b.min))
             {
-                let better = report
-                    .min_margin
-                    .as_ref()
-                    .is_none_or(|r| m.min < r.margin);
+                let better = report.min_margin.as_ref().is_none_or(|r| m.min < r.margin);
                 if better {
                     report.min_margin = Some(MarginReport {
                         site: self.site_name(m.op_index, m.op),
@@ -577,8 +587,9 @@ impl Tie<'_> {
                     // invariant to) has no terms of its own to measure rounding against.
                     let scale = abs_dot(&u.data, &jv.data)
                         + abs_dot(&claimed[b].data, &tangents[b].data)
-                        + (abs_dot(&u.data, &u.data) * abs_dot(&tangents[b].data, &tangents[b].data))
-                            .sqrt();
+                        + (abs_dot(&u.data, &u.data)
+                            * abs_dot(&tangents[b].data, &tangents[b].data))
+                        .sqrt();
                     let (ok, diff) = self.equal(&lhs, &rhs, scale, exact, opts.f64_tolerance);
                     if !ok {
                         let loc = self.localise(&point, b, &u, &claimed[b]);
@@ -646,7 +657,12 @@ impl Tie<'_> {
 
     /// Compare J (by basis tangents) with B (by basis cotangents) entry by entry;
     /// `Some(verdict)` on a mismatch or failure.
-    fn full_jacobian<S: Scalar>(&self, point: &[Value<S>], exact: bool, tol: f64) -> Option<Verdict> {
+    fn full_jacobian<S: Scalar>(
+        &self,
+        point: &[Value<S>],
+        exact: bool,
+        tol: f64,
+    ) -> Option<Verdict> {
         let names = self.block_names();
         let out_shape = shape_of(self.output);
         let n_out: usize = out_shape.iter().product();

@@ -35,8 +35,18 @@ impl CertLayer for ReluNoMask {
     fn forward(&self, fb: &mut FuncBuilder, x: ValueId, p: &[ValueId], s: &mut Sites) -> R<Saved> {
         Relu.forward(fb, x, p, s)
     }
-    fn backward(&self, _: &mut FuncBuilder, _: ValueId, _: &[ValueId], _: &Saved, dy: ValueId) -> R<Grads> {
-        Ok(Grads { dx: dy, dparams: vec![] })
+    fn backward(
+        &self,
+        _: &mut FuncBuilder,
+        _: ValueId,
+        _: &[ValueId],
+        _: &Saved,
+        dy: ValueId,
+    ) -> R<Grads> {
+        Ok(Grads {
+            dx: dy,
+            dparams: vec![],
+        })
     }
 }
 
@@ -66,8 +76,18 @@ impl CertLayer for Shift {
         let c = fb.splat_like(self.0, x);
         Ok(Saved::leaf(fb.add(x, c)?))
     }
-    fn backward(&self, _: &mut FuncBuilder, _: ValueId, _: &[ValueId], _: &Saved, dy: ValueId) -> R<Grads> {
-        Ok(Grads { dx: dy, dparams: vec![] })
+    fn backward(
+        &self,
+        _: &mut FuncBuilder,
+        _: ValueId,
+        _: &[ValueId],
+        _: &Saved,
+        dy: ValueId,
+    ) -> R<Grads> {
+        Ok(Grads {
+            dx: dy,
+            dparams: vec![],
+        })
     }
 }
 
@@ -97,9 +117,20 @@ impl CertLayer for CompAtWrongPoint {
     fn forward(&self, fb: &mut FuncBuilder, x: ValueId, p: &[ValueId], s: &mut Sites) -> R<Saved> {
         let a = self.0.forward(fb, x, p, s)?;
         let b = self.1.forward(fb, a.output(), p, s)?;
-        Ok(Saved { output: b.output, values: vec![], children: vec![a, b] })
+        Ok(Saved {
+            output: b.output,
+            values: vec![],
+            children: vec![a, b],
+        })
     }
-    fn backward(&self, fb: &mut FuncBuilder, x: ValueId, p: &[ValueId], s: &Saved, dy: ValueId) -> R<Grads> {
+    fn backward(
+        &self,
+        fb: &mut FuncBuilder,
+        x: ValueId,
+        p: &[ValueId],
+        s: &Saved,
+        dy: ValueId,
+    ) -> R<Grads> {
         let g2 = self.1.backward(fb, x, p, &s.children[1], dy)?;
         self.0.backward(fb, x, p, &s.children[0], g2.dx)
     }
@@ -107,8 +138,16 @@ impl CertLayer for CompAtWrongPoint {
 
 #[test]
 fn comp_at_wrong_point_is_refuted() {
-    let r = certify_layer(&CompAtWrongPoint(Shift(0.5), Relu), &t(&[3, 5]), &TieOptions::default());
-    assert!(matches!(r.verdict, Verdict::Refuted { .. }), "{:?}", r.verdict);
+    let r = certify_layer(
+        &CompAtWrongPoint(Shift(0.5), Relu),
+        &t(&[3, 5]),
+        &TieOptions::default(),
+    );
+    assert!(
+        matches!(r.verdict, Verdict::Refuted { .. }),
+        "{:?}",
+        r.verdict
+    );
 }
 
 /// A residual whose backward forgets the skip term.
@@ -124,9 +163,19 @@ impl CertLayer for ResidualNoSkip {
         Vec::new()
     }
     fn forward(&self, fb: &mut FuncBuilder, x: ValueId, p: &[ValueId], s: &mut Sites) -> R<Saved> {
-        Residual { body: Box::new(Relu) }.forward(fb, x, p, s)
+        Residual {
+            body: Box::new(Relu),
+        }
+        .forward(fb, x, p, s)
     }
-    fn backward(&self, fb: &mut FuncBuilder, x: ValueId, p: &[ValueId], s: &Saved, dy: ValueId) -> R<Grads> {
+    fn backward(
+        &self,
+        fb: &mut FuncBuilder,
+        x: ValueId,
+        p: &[ValueId],
+        s: &Saved,
+        dy: ValueId,
+    ) -> R<Grads> {
         Relu.backward(fb, x, p, &s.children[0], dy)
     }
 }
@@ -134,5 +183,9 @@ impl CertLayer for ResidualNoSkip {
 #[test]
 fn residual_missing_skip_is_refuted() {
     let r = certify_layer(&ResidualNoSkip, &t(&[2, 7]), &TieOptions::default());
-    assert!(matches!(r.verdict, Verdict::Refuted { .. }), "{:?}", r.verdict);
+    assert!(
+        matches!(r.verdict, Verdict::Refuted { .. }),
+        "{:?}",
+        r.verdict
+    );
 }

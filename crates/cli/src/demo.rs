@@ -160,7 +160,10 @@ pub fn demo() -> Result<()> {
         Value::Float(t, _) => t.data.clone(),
         Value::Int(..) => bail!("demo output is not float"),
     };
-    println!("{:<12} {:>10} {:>22}", "evaluator", "time", "‖out − f64‖/‖f64‖");
+    println!(
+        "{:<12} {:>10} {:>22}",
+        "evaluator", "time", "‖out − f64‖/‖f64‖"
+    );
     for (label, dt, out) in &rows {
         let data = match &out[0] {
             Value::Float(t, _) => &t.data,
@@ -172,6 +175,11 @@ pub fn demo() -> Result<()> {
             max_rel_diff(data, &truth)
         );
     }
-    println!("{:<12} {:>8.2}ms {:>22}", "generic f64", ref_time.as_secs_f64() * 1e3, "(reference)");
+    println!(
+        "{:<12} {:>8.2}ms {:>22}",
+        "generic f64",
+        ref_time.as_secs_f64() * 1e3,
+        "(reference)"
+    );
     Ok(())
 }

@@ -60,6 +60,14 @@ enum Command {
         /// The .mlir file to check.
         file: PathBuf,
     },
+    /// Print a StableHLO file in certgrad's canonical form (parse, verify, print).
+    Fmt {
+        /// The .mlir file to reformat.
+        file: PathBuf,
+        /// Write here instead of standard output.
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+    },
     /// Evaluate a function of a StableHLO file on .npy inputs; write its outputs as .npy.
     Run {
         /// The .mlir file holding the function.
@@ -99,8 +107,26 @@ fn main() -> ExitCode {
             seed,
             json: json.as_deref(),
         })
-        .and_then(|code| if code == 0 { Ok(()) } else { Err(Exit(code).into()) }),
+        .and_then(|code| {
+            if code == 0 {
+                Ok(())
+            } else {
+                Err(Exit(code).into())
+            }
+        }),
         Command::Check { file } => check(&file),
+        Command::Fmt { file, output } => load_module(&file).and_then(|m| {
+            let text = ir::print::print_module(&m);
+            match output {
+                Some(p) => {
+                    std::fs::write(&p, text).with_context(|| format!("writing {}", p.display()))
+                }
+                None => {
+                    print!("{text}");
+                    Ok(())
+                }
+            }
+        }),
         Command::Run {
             file,
             func,
@@ -185,13 +211,7 @@ fn check(file: &Path) -> Result<()> {
     Ok(())
 }
 
-fn run(
-    file: &Path,
-    func: Option<&str>,
-    inputs: &[PathBuf],
-    out: &Path,
-    fast: bool,
-) -> Result<()> {
+fn run(file: &Path, func: Option<&str>, inputs: &[PathBuf], out: &Path, fast: bool) -> Result<()> {
     let module = load_module(file)?;
     let f = match func {
         Some(name) => module.func(name).with_context(|| {

@@ -83,11 +83,17 @@ pub fn read_input(path: &Path, index: usize, ty: &TensorType) -> Result<Value<f3
         }
         "<f8" => {
             let data: Vec<f64> = npy.into_vec().with_context(ctx)?;
-            Value::Float(Tensor::new(ushape, data.iter().map(|&x| x as f32).collect()), ty.elem)
+            Value::Float(
+                Tensor::new(ushape, data.iter().map(|&x| x as f32).collect()),
+                ty.elem,
+            )
         }
         "|b1" => {
             let data: Vec<bool> = npy.into_vec().with_context(ctx)?;
-            Value::Int(Tensor::new(ushape, data.into_iter().map(i64::from).collect()), ty.elem)
+            Value::Int(
+                Tensor::new(ushape, data.into_iter().map(i64::from).collect()),
+                ty.elem,
+            )
         }
         "|i1" => int_value::<i8>(npy, ushape, ty.elem, &ctx)?,
         "|u1" => int_value::<u8>(npy, ushape, ty.elem, &ctx)?,
@@ -116,7 +122,8 @@ fn int_value<T: npyz::Deserialize + Into<i64>>(
 
 /// Write one evaluator output as .npy (C order).
 pub fn write_output(path: &Path, value: &Value<f32>) -> Result<()> {
-    let file = std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
+    let file =
+        std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
     let mut w = std::io::BufWriter::new(file);
     let (shape, elem) = match value {
         Value::Float(t, e) => (&t.shape, *e),
@@ -129,7 +136,9 @@ pub fn write_output(path: &Path, value: &Value<f32>) -> Result<()> {
         Value::Float(t, _) if dtype == "<f8" => {
             write_all(&mut w, &shape, t.data.iter().map(|&x| x as f64)).with_context(ctx)?
         }
-        Value::Float(t, _) => write_all(&mut w, &shape, t.data.iter().copied()).with_context(ctx)?,
+        Value::Float(t, _) => {
+            write_all(&mut w, &shape, t.data.iter().copied()).with_context(ctx)?
+        }
         Value::Int(t, _) => match dtype {
             "|b1" => write_all(&mut w, &shape, t.data.iter().map(|&x| x != 0)),
             "|i1" => write_all(&mut w, &shape, t.data.iter().map(|&x| x as i8)),

@@ -12,7 +12,7 @@ pub mod scalar;
 pub mod tensor;
 pub mod value;
 
-pub use tensor::{row_major_strides, Tensor};
 pub use eval::{eval_func, EvalError, EvalOptions, Evaluation, Margin};
 pub use scalar::{Bf16, Dual, Exact, NotExact, Scalar};
+pub use tensor::{row_major_strides, Tensor};
 pub use value::Value;

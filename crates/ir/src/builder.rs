@@ -64,8 +64,7 @@ impl FuncBuilder {
         regions: Vec<Block>,
         given: Option<&[TensorType]>,
     ) -> Result<Vec<ValueId>, TypeError> {
-        let operand_types: Vec<TensorType> =
-            operands.iter().map(|v| self.ty(*v).clone()).collect();
+        let operand_types: Vec<TensorType> = operands.iter().map(|v| self.ty(*v).clone()).collect();
         let result_types = infer_result_types(&kind, &operand_types, &regions, given)?;
         let results: Vec<(ValueId, TensorType)> = result_types
             .into_iter()

@@ -394,7 +394,8 @@ fn unary_rule(u: UnaryOp, ops: &[TensorType]) -> Rule<TensorType> {
         | UnaryOp::RoundNearestEven
         | UnaryOp::Sine
         | UnaryOp::Cosine
-        | UnaryOp::Erf => e.is_float(),
+        | UnaryOp::Erf
+        | UnaryOp::Erfc => e.is_float(),
     };
     if !ok {
         return Err(format!("operand element type {e} not allowed"));

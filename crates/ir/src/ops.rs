@@ -20,8 +20,7 @@ impl PartialEq for DenseData {
         match (self, other) {
             (DenseData::Float(a), DenseData::Float(b)) => {
                 a.len() == b.len()
-                    && a
-                        .iter()
+                    && a.iter()
                         .zip(b)
                         .all(|(x, y)| x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan()))
             }
@@ -64,14 +63,16 @@ pub enum UnaryOp {
     Sine,
     Cosine,
     Not,
-    /// `chlo.erf` (JAX exports of the erf-form GELU).
+    /// `chlo.erf`.
     Erf,
+    /// `chlo.erfc` (JAX exports of the exact, erf-form GELU).
+    Erfc,
     /// `chlo.square`.
     Square,
 }
 
 impl UnaryOp {
-    pub const ALL: [UnaryOp; 20] = [
+    pub const ALL: [UnaryOp; 21] = [
         UnaryOp::Negate,
         UnaryOp::Abs,
         UnaryOp::Exponential,
@@ -91,6 +92,7 @@ impl UnaryOp {
         UnaryOp::Cosine,
         UnaryOp::Not,
         UnaryOp::Erf,
+        UnaryOp::Erfc,
         UnaryOp::Square,
     ];
 
@@ -116,12 +118,18 @@ impl UnaryOp {
             UnaryOp::Cosine => "stablehlo.cosine",
             UnaryOp::Not => "stablehlo.not",
             UnaryOp::Erf => "chlo.erf",
+            UnaryOp::Erfc => "chlo.erfc",
             UnaryOp::Square => "chlo.square",
         }
     }
 
     pub fn from_name(s: &str) -> Option<UnaryOp> {
         UnaryOp::ALL.into_iter().find(|u| u.name() == s)
+    }
+
+    /// CHLO ops print their type as `: T -> R` rather than stablehlo's `: T`.
+    pub fn is_chlo(self) -> bool {
+        self.name().starts_with("chlo.")
     }
 }
 

@@ -1250,7 +1250,7 @@ impl<'a> Parser<'a> {
         if let Some(u) = UnaryOp::from_name(name) {
             let operands = self.operands()?;
             let extra = self.extras()?;
-            let outs = if matches!(u, UnaryOp::Erf | UnaryOp::Square) && !self.at(": (") {
+            let outs = if u.is_chlo() && !self.at(": (") {
                 // chlo's spelling: `: T -> R`.
                 self.expect(":")?;
                 self.ws();

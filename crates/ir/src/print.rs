@@ -10,7 +10,7 @@
 
 use crate::module::{Block, Func, Module, Op, ValueId, Visibility};
 use crate::ops::{
-    ConvAttrs, ConvDims, DenseData, DotDims, OpKind, ScatterWindowAttrs, UnaryOp, WindowAttrs,
+    ConvAttrs, ConvDims, DenseData, DotDims, OpKind, ScatterWindowAttrs, WindowAttrs,
 };
 use crate::types::{ElemType, TensorType};
 use std::collections::HashMap;
@@ -845,7 +845,7 @@ impl<'f> FuncPrinter<'f> {
                 let ty = &op.results[0].1;
                 format!("stablehlo.constant{ex} {} : {ty}", dense_literal(d, ty))
             }
-            OpKind::Unary(u @ (UnaryOp::Erf | UnaryOp::Square)) => {
+            OpKind::Unary(u) if u.is_chlo() => {
                 let ins = self.operand_types(op).join(", ");
                 format!("{} {args}{ex} : {ins} -> {res_ty}", u.name())
             }

@@ -203,7 +203,11 @@ pub struct Projection {
 
 impl CertLayer for Projection {
     fn name(&self) -> String {
-        format!("projection[{} + {}]", self.main.name(), self.shortcut.name())
+        format!(
+            "projection[{} + {}]",
+            self.main.name(),
+            self.shortcut.name()
+        )
     }
     fn output_type(&self, input: &TensorType) -> Result<TensorType, LayerError> {
         let a = self.main.output_type(input)?;

@@ -80,8 +80,11 @@ pub trait Emit {
 
     fn reshape(&mut self, a: ValueId, shape: &[i64]) -> R<ValueId> {
         let e = self.elem(a);
-        self.fb()
-            .push1(OpKind::Reshape, &[a], Some(TensorType::new(shape.to_vec(), e)))
+        self.fb().push1(
+            OpKind::Reshape,
+            &[a],
+            Some(TensorType::new(shape.to_vec(), e)),
+        )
     }
     fn transpose(&mut self, a: ValueId, perm: &[i64]) -> R<ValueId> {
         self.fb().push1(
@@ -93,8 +96,13 @@ pub trait Emit {
         )
     }
     fn reverse(&mut self, a: ValueId, dims: &[i64]) -> R<ValueId> {
-        self.fb()
-            .push1(OpKind::Reverse { dims: dims.to_vec() }, &[a], None)
+        self.fb().push1(
+            OpKind::Reverse {
+                dims: dims.to_vec(),
+            },
+            &[a],
+            None,
+        )
     }
     /// `broadcast_in_dim a, dims` to `shape`.
     fn bcast(&mut self, a: ValueId, dims: &[i64], shape: &[i64]) -> R<ValueId> {
@@ -143,8 +151,7 @@ pub trait Emit {
         )
     }
     fn concat(&mut self, parts: &[ValueId], dim: i64) -> R<ValueId> {
-        self.fb()
-            .push1(OpKind::Concatenate { dim }, parts, None)
+        self.fb().push1(OpKind::Concatenate { dim }, parts, None)
     }
 
     /// `reduce(a) applies <op> across dims` with the op's identity as init.
@@ -159,9 +166,14 @@ pub trait Emit {
         };
         let init = self.fb().splat(init, TensorType::scalar(e));
         let body = self.fb().binary_region(op, e)?;
-        Ok(self
-            .fb()
-            .push(OpKind::Reduce { dims: dims.to_vec() }, &[a, init], vec![body], None)?[0])
+        Ok(self.fb().push(
+            OpKind::Reduce {
+                dims: dims.to_vec(),
+            },
+            &[a, init],
+            vec![body],
+            None,
+        )?[0])
     }
     fn reduce_sum(&mut self, a: ValueId, dims: &[i64]) -> R<ValueId> {
         self.reduce(BinaryOp::Add, a, dims)
@@ -190,8 +202,7 @@ pub trait Emit {
         )
     }
     fn conv(&mut self, x: ValueId, w: ValueId, attrs: ConvAttrs) -> R<ValueId> {
-        self.fb()
-            .push1(OpKind::Convolution(attrs), &[x, w], None)
+        self.fb().push1(OpKind::Convolution(attrs), &[x, w], None)
     }
 
     /// `reduce_window` with a max (init −∞) or add (init 0) body.

@@ -4,7 +4,7 @@
 //! derives a gradient automatically.
 
 use crate::emit::R;
-use ir::{FuncBuilder, Func, Module, TensorType, ValueId, Visibility};
+use ir::{Func, FuncBuilder, Module, TensorType, ValueId, Visibility};
 use std::fmt;
 
 /// How a parameter is initialised (the trainer draws from it; the certifier
@@ -14,9 +14,13 @@ pub enum Init {
     Zeros,
     Ones,
     /// He (Kaiming) normal: std = sqrt(2 / fan_in).
-    HeNormal { fan_in: i64 },
+    HeNormal {
+        fan_in: i64,
+    },
     /// Normal with the given standard deviation.
-    Normal { std: f64 },
+    Normal {
+        std: f64,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq)]

@@ -69,6 +69,9 @@ pub fn unary<S: Scalar>(u: UnaryOp, x: &Value<S>, out: ElemType) -> Result<Value
                 UnaryOp::Sine => map_float(t, out, S::sin),
                 UnaryOp::Cosine => map_float(t, out, S::cos),
                 UnaryOp::Erf => map_float(t, out, S::erf),
+                // erfc = 1 − erf; the tail loses relative precision past |x| ≈ 4,
+                // where JAX-exported GELU multiplies it by a tiny x anyway.
+                UnaryOp::Erfc => map_float(t, out, |x: &S| Ok(S::one().sub(&x.erf()?))),
                 UnaryOp::Not => Err(Fail::msg("not is defined on integers and booleans only")),
             }
         }

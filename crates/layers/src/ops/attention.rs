@@ -326,9 +326,7 @@ impl CertLayer for PatchEmbed {
 
     fn output_type(&self, input: &TensorType) -> Result<TensorType, LayerError> {
         match input.shape.as_slice() {
-            [n, c, h, w]
-                if *c == self.in_ch && h % self.patch == 0 && w % self.patch == 0 =>
-            {
+            [n, c, h, w] if *c == self.in_ch && h % self.patch == 0 && w % self.patch == 0 => {
                 let t = (h / self.patch) * (w / self.patch);
                 Ok(TensorType::f32(vec![*n, t + 1, self.dim]))
             }

@@ -274,6 +274,12 @@ pub fn catalog() -> Vec<super::OpCase> {
         ),
         OpCase::new(
             "bias_add",
+            "N=2, 2 ch, 2×3",
+            BiasAdd { ch: 2 },
+            &[2, 2, 2, 3],
+        ),
+        OpCase::new(
+            "bias_add",
             "N=3, 2 ch, 3×2",
             BiasAdd { ch: 2 },
             &[3, 2, 3, 2],

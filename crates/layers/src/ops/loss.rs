@@ -31,9 +31,12 @@ fn softmax_and_log(fb: &mut FuncBuilder, z: ValueId) -> R<(ValueId, ValueId)> {
 /// `t' = (1−α)·target + α/K` under label smoothing α (the real K), else
 /// `t' = target`.
 ///
-/// Backward: `dz = dy·(softmax(z) − t')/B`, and the target's true VJP
-/// `dtarget = −dy·(1−α)·log softmax(z)/B` (α = 0 without smoothing). The target
-/// is a parameter only so the tie covers its slot; the trainer feeds it as data.
+/// Backward: `dz = dy·(softmax(z)·Σ_k t'_k − t')/B` — the reference's
+/// `(softmax(z) − t')/B` wherever the target rows sum to 1 (one-hot, soft, and
+/// smoothed targets), and the true VJP at any target the certifier draws — and
+/// the target's true VJP `dtarget = −dy·(1−α)·log softmax(z)/B` (α = 0 without
+/// smoothing). The target is a parameter only so the tie covers its slot; the
+/// trainer feeds it as data.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SoftmaxCrossEntropy {
     pub classes: i64,
@@ -116,7 +119,14 @@ impl CertLayer for SoftmaxCrossEntropy {
         let t = self.smoothed_target(fb, params[0])?;
         let dy_b = fb.bcast(dy, &[], &shape)?;
         let b = fb.splat_like(batch as f64, z);
-        let diff = fb.sub(p, t)?;
+        // −∂L/∂z·B = t' − p·Σ_k t'_k: the row mass of t' multiplies p. It is 1
+        // for one-hot or soft targets (also after smoothing), where this is the
+        // reference's `p − t'`; keeping it makes the map the VJP at every
+        // target, not only on the simplex.
+        let mass = fb.reduce_sum(t, &[1])?;
+        let mass = fb.bcast(mass, &[0], &shape)?;
+        let pm = fb.mul(p, mass)?;
+        let diff = fb.sub(pm, t)?;
         let dz = fb.mul(dy_b, diff)?;
         let dz = fb.div(dz, b)?;
         let lp = match self.label_smoothing {

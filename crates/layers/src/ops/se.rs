@@ -263,10 +263,7 @@ pub fn catalog() -> Vec<super::OpCase> {
     use super::attention::PatchEmbed;
     use super::OpCase;
     use crate::combinators::Residual;
-    let se = |n| SqueezeExcite {
-        ch: 4,
-        reduced: n,
-    };
+    let se = |n| SqueezeExcite { ch: 4, reduced: n };
     vec![
         OpCase::new("squeeze_excite", "C=4 r=2, N=1, 3×5", se(2), &[1, 4, 3, 5]),
         OpCase::new("squeeze_excite", "C=4 r=2, N=3, 5×2", se(2), &[3, 4, 5, 2]),
@@ -284,20 +281,20 @@ pub fn catalog() -> Vec<super::OpCase> {
         ),
         OpCase::new(
             "elementwise_product",
-            "patch_embed ⊙ patch_embed P=2 3→4 (rational), N=2, 4×6",
+            "patch_embed ⊙ patch_embed P=2 1→3 (rational), N=2, 4×6",
             ElementwiseProduct {
                 f: Box::new(PatchEmbed {
                     patch: 2,
-                    in_ch: 3,
-                    dim: 4,
+                    in_ch: 1,
+                    dim: 3,
                 }),
                 g: Box::new(PatchEmbed {
                     patch: 2,
-                    in_ch: 3,
-                    dim: 4,
+                    in_ch: 1,
+                    dim: 3,
                 }),
             },
-            &[2, 3, 4, 6],
+            &[2, 1, 4, 6],
         ),
         OpCase::new(
             "elementwise_product",
