@@ -189,3 +189,58 @@ fn residual_missing_skip_is_refuted() {
         r.verdict
     );
 }
+
+/// A forward that always sits on a ReLU kink (its pre-activation is x·0):
+/// the certifier must not certify it, and must name the site.
+#[test]
+fn a_point_on_a_kink_is_not_certified_and_names_the_site() {
+    let c = comp(Box::new(Shift(0.0)), Box::new(Relu));
+    // Shift(0) keeps x, so build the kink with a layer that zeroes x instead.
+    struct Zero;
+    impl CertLayer for Zero {
+        fn name(&self) -> String {
+            "zero".into()
+        }
+        fn output_type(&self, input: &TensorType) -> Result<TensorType, LayerError> {
+            Ok(input.clone())
+        }
+        fn params(&self, _: &TensorType) -> Vec<ParamSpec> {
+            Vec::new()
+        }
+        fn forward(
+            &self,
+            fb: &mut FuncBuilder,
+            x: ValueId,
+            _: &[ValueId],
+            _: &mut Sites,
+        ) -> R<Saved> {
+            let z = fb.splat_like(0.0, x);
+            Ok(Saved::leaf(fb.mul(x, z)?))
+        }
+        fn backward(
+            &self,
+            fb: &mut FuncBuilder,
+            x: ValueId,
+            _: &[ValueId],
+            _: &Saved,
+            _: ValueId,
+        ) -> R<Grads> {
+            Ok(Grads {
+                dx: fb.splat_like(0.0, x),
+                dparams: vec![],
+            })
+        }
+    }
+    assert!(certify_layer(&c, &t(&[2, 3]), &TieOptions::default()).certified());
+    let on_kink = comp(Box::new(Zero), Box::new(Relu));
+    let r = certify_layer(&on_kink, &t(&[2, 3]), &TieOptions::default());
+    match &r.verdict {
+        Verdict::Undecided { reason } => {
+            assert!(
+                reason.contains("kink at 1.pre_relu[0], margin 0"),
+                "{reason}"
+            )
+        }
+        v => panic!("expected undecided, got {v:?}"),
+    }
+}

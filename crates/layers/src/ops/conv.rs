@@ -33,11 +33,11 @@ pub enum Padding {
     /// the stride-1 SAME conv); stride 4 exists only as the k=4 patchify conv
     /// with pad `[p−1, p−1] = [0, 0]` (ConvNeXt stem). Other strides are rejected.
     Symmetric,
-    /// XLA / TF `'SAME'` at any stride: output `ceil(n/s)`, total pad
-    /// `max((out−1)·s + k − n, 0)`, split `[total/2, total − total/2]`. At even
-    /// inputs and odd k ≥ 3 this is the reference's `[p−1, p]` (odd phase); at
-    /// odd inputs it is symmetric `[p, p]`; for k ∈ {1, 2} at even inputs it
-    /// is `[0, 0]` (where the reference's `[p−1, p]` would go negative).
+    /// XLA / TF `'SAME'`: at stride 2 on an even input, decimateOdd ∘ conv —
+    /// the odd phase of the stride-1 conv, pad `[p−1, k−1−p]` (odd k: the
+    /// reference's `[p−1, p]`; k=1: `[−1, 0]`, a crop). Elsewhere XLA's rule:
+    /// output `ceil(n/s)`, total pad `max((out−1)·s + k − n, 0)`, split
+    /// `[total/2, total − total/2]` (symmetric `[p, p]` at odd inputs).
     XlaSame,
 }
 
@@ -92,6 +92,11 @@ pub fn forward_pad(
         (Padding::Symmetric, s) => Err(layer_err(format!(
             "conv: symmetric padding is defined for stride 1, 2 and the 4×4/s4 patchify, not k={k} s={s}"
         ))),
+        // XLA-SAME stride 2 on an even input is decimateOdd ∘ conv (REFERENCE
+        // §2.2): output i reads rows 2i+1+kh−p, so the pad is [p−1, k−1−p] for
+        // every k ([−1, 0] at k=1 crops: the odd phase, as the reference defines
+        // it). At odd inputs XLA SAME is symmetric, which the general rule gives.
+        (Padding::XlaSame, 2) if n % 2 == 0 => Ok((p - 1, k - 1 - p)),
         (Padding::XlaSame, s) => {
             let out = (n + s - 1) / s;
             let total = ((out - 1) * s + k - n).max(0);
@@ -131,11 +136,8 @@ pub fn axis_geometry(
     let preferred = if k % 2 == 1 { s - 1 } else { 0 };
     let weight_trailing = preferred.max(-hi_w0).min(s - 1);
     let weight_pad = (lo, hi_w0 + weight_trailing);
-    if input_pad.0 < 0 || input_pad.1 < 0 || weight_pad.0 < 0 || weight_pad.1 < 0 {
-        return Err(layer_err(format!(
-            "conv: k={k} s={s} pad [{lo}, {hi}] at size {n} needs a negative backward pad"
-        )));
-    }
+    // Negative pads crop (StableHLO allows them): XLA-SAME k=1 at stride 2
+    // reads the odd phase with forward pad [−1, 0].
     Ok(AxisGeometry {
         n,
         k,
