@@ -6,6 +6,7 @@
 pub mod combinators;
 pub mod emit;
 pub mod layer;
+pub mod net;
 pub mod ops;
 
 pub use combinators::{comp, Chain, Projection, Residual};
