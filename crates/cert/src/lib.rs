@@ -2,9 +2,13 @@
 //! backward map IS the VJP of its forward, with an oracle (dual-number forward
 //! mode) that never uses the backward map.
 
+pub mod net;
 pub mod rng;
+pub mod step;
 pub mod tie;
 
+pub use net::{certify_net, check_eval_drift, net_tie_options, NetCertificate};
 pub use tie::{
-    certify_layer, Evidence, MarginReport, SiteCoverage, TieOptions, TieReport, Verdict,
+    certify_layer, BlockResult, Evidence, MarginReport, SiteCoverage, SiteMargin, TieOptions,
+    TieReport, Verdict,
 };

@@ -35,6 +35,13 @@ pub struct TieOptions {
     /// Relative tolerance of the f64 evidence level: |⟨u,Jv⟩ − ⟨B(u),v⟩| must be
     /// at most this times (Σ|u⊙Jv| + Σ|B(u)⊙v| + ‖u‖·‖v‖).
     pub f64_tolerance: f64,
+    /// Use exact rational arithmetic where the tie is rational. Whole nets turn
+    /// this off: big rationals through eight convolutions cost minutes per
+    /// evaluation, and f64 duals bound the same identity to ~1e-13.
+    pub exact: bool,
+    /// Localise a refuted block by basis tangents (one forward per element)
+    /// only when it has at most this many elements.
+    pub localise_limit: usize,
 }
 
 impl Default for TieOptions {
@@ -46,6 +53,8 @@ impl Default for TieOptions {
             max_attempts: 12,
             full_jacobian_limit: 64,
             f64_tolerance: 1e-9,
+            exact: true,
+            localise_limit: 4096,
         }
     }
 }
@@ -111,6 +120,33 @@ pub struct MarginReport {
     pub margin: f64,
 }
 
+/// What the adjoint identity saw on one block (the input or one parameter)
+/// over every probe of every point.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BlockResult {
+    /// `dx`, or `d` + the parameter's path (`dstage2.conv1.W`).
+    pub name: String,
+    /// max |⟨u,J·v⟩ − ⟨B(u),v⟩| / scale (0 when exact and equal).
+    pub max_rel_discrepancy: f64,
+    /// Adjoint-identity probes checked on this block.
+    pub probes: usize,
+}
+
+/// The smooth-point margin of one decision site over the certified points.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SiteMargin {
+    /// The kink site's activation path (`stage2.conv1.relu.pre_relu`), or
+    /// `op#index` for a decision op no layer declared.
+    pub site: String,
+    pub op: &'static str,
+    /// Smallest margin of any decision (|x| for ReLU, top-two gap for pools).
+    pub min: f64,
+    /// Flat index of that decision in the op's result.
+    pub argmin: usize,
+    /// Decisions taken, summed over the certified points.
+    pub decisions: usize,
+}
+
 #[derive(Clone, Debug)]
 pub struct TieReport {
     pub layer: String,
@@ -129,6 +165,10 @@ pub struct TieReport {
     pub kinks_resampled: Vec<String>,
     /// Branch coverage of every decision site of the forward.
     pub coverage: Vec<SiteCoverage>,
+    /// Per block: the largest relative discrepancy the identity showed.
+    pub block_results: Vec<BlockResult>,
+    /// Per decision site of the forward, in op order: its smallest margin.
+    pub site_margins: Vec<SiteMargin>,
     pub verdict: Verdict,
     pub seconds: f64,
 }
@@ -155,6 +195,8 @@ pub fn certify_layer(layer: &dyn CertLayer, input: &TensorType, opts: &TieOption
         min_margin: None,
         kinks_resampled: Vec::new(),
         coverage: Vec::new(),
+        block_results: Vec::new(),
+        site_margins: Vec::new(),
         verdict: Verdict::Undecided { reason },
         seconds: t0.elapsed().as_secs_f64(),
     };
@@ -171,18 +213,52 @@ pub fn certify_layer(layer: &dyn CertLayer, input: &TensorType, opts: &TieOption
         input: &funcs.input,
         output: &funcs.output,
     };
-    // Exact when the forward and backward are rational at a sample point.
-    let mut rng = Rng::new(opts.seed);
-    let probe_point = tie.sample_point(&mut rng, 1.0, true);
-    let exact = tie.is_rational(&probe_point);
+    // Exact when every op of the forward and backward is rational (decided from
+    // the op kinds, without evaluating); an exact run that still meets a value
+    // it cannot represent (a NaN constant) falls back to f64.
+    let exact = opts.exact && module_is_rational(&module);
     let mut report = if exact {
         tie.run::<Exact>(opts, true)
     } else {
         tie.run::<f64>(opts, false)
     };
+    if exact {
+        if let Verdict::Undecided { reason } = &report.verdict {
+            if reason.contains("not exact") {
+                report = tie.run::<f64>(opts, false);
+            }
+        }
+    }
     report.layer = name;
     report.seconds = t0.elapsed().as_secs_f64();
     report
+}
+
+/// True when every op of `m` maps rationals to rationals (so the exact scalar
+/// can evaluate it): no exp/log/sqrt/rsqrt/tanh/logistic/erf/trig/power.
+pub fn module_is_rational(m: &Module) -> bool {
+    use ir::{BinaryOp, OpKind, UnaryOp};
+    fn block(b: &ir::Block) -> bool {
+        b.ops.iter().all(|op| {
+            let ok = match &op.kind {
+                OpKind::Unary(u) => matches!(
+                    u,
+                    UnaryOp::Negate
+                        | UnaryOp::Abs
+                        | UnaryOp::Sign
+                        | UnaryOp::Floor
+                        | UnaryOp::Ceil
+                        | UnaryOp::RoundNearestEven
+                        | UnaryOp::Not
+                        | UnaryOp::Square
+                ),
+                OpKind::Binary(BinaryOp::Power) => false,
+                _ => true,
+            };
+            ok && op.regions.iter().all(block)
+        })
+    }
+    m.funcs.iter().all(|f| block(&f.body))
 }
 
 struct Tie<'a> {
@@ -276,31 +352,6 @@ impl Tie<'_> {
         Point { blocks }
     }
 
-    fn is_rational(&self, point: &Point) -> bool {
-        let inputs: Option<Vec<Value<Exact>>> = point
-            .blocks
-            .iter()
-            .map(|t| Value::from_f64_tensor(t, ir::ElemType::F32).ok())
-            .collect();
-        let Some(mut inputs) = inputs else {
-            return false;
-        };
-        let opts = EvalOptions {
-            fast: false,
-            ..Default::default()
-        };
-        if eval_func::<Exact>(self.module, "forward", inputs.clone(), &opts).is_err() {
-            return false;
-        }
-        let n: Vec<usize> = shape_of(self.output);
-        let len = n.iter().product();
-        inputs.push(Value::Float(
-            Tensor::new(n, vec![Exact::int(1); len]),
-            ir::ElemType::F32,
-        ));
-        eval_func::<Exact>(self.module, "backward", inputs, &opts).is_ok()
-    }
-
     /// Site name of the decision op at `op_index` in the forward.
     fn site_name(&self, op_index: usize, op: &str) -> String {
         let mut idx = 0usize;
@@ -371,7 +422,7 @@ impl Tie<'_> {
             })
             .collect();
         let opts = EvalOptions {
-            fast: false,
+            fast: true,
             record_margins: record,
             replicas: 1,
         };
@@ -388,7 +439,7 @@ impl Tie<'_> {
         let mut inputs = point.to_vec();
         inputs.push(Value::Float(u.clone(), ir::ElemType::F32));
         let opts = EvalOptions {
-            fast: false,
+            fast: true,
             ..Default::default()
         };
         let ev =
@@ -426,10 +477,11 @@ impl Tie<'_> {
         block: usize,
         u: &Tensor<S>,
         claimed: &Tensor<S>,
+        limit: usize,
     ) -> String {
         let n = claimed.len();
-        if n > 4096 {
-            return "not localised (block larger than 4096 elements)".into();
+        if n > limit {
+            return format!("not localised (block larger than {limit} elements)");
         }
         let mut tangents = self.zeros::<S>();
         let (mut worst, mut at, mut truth_at, mut norm) = (0.0f64, 0usize, 0.0f64, 0.0f64);
@@ -484,6 +536,15 @@ impl Tie<'_> {
             min_margin: None,
             kinks_resampled: Vec::new(),
             coverage: Vec::new(),
+            block_results: names
+                .iter()
+                .map(|n| BlockResult {
+                    name: n.clone(),
+                    max_rel_discrepancy: 0.0,
+                    probes: 0,
+                })
+                .collect(),
+            site_margins: Vec::new(),
             verdict: Verdict::Certified,
             seconds: 0.0,
         };
@@ -495,6 +556,8 @@ impl Tie<'_> {
                     .is_some_and(|l| (0..l.len()).any(|k| counts.get(k).copied().unwrap_or(0) == 0))
             })
         };
+        // Op index of each entry of `report.site_margins`.
+        let mut site_ops: Vec<usize> = Vec::new();
         let mut rng = Rng::new(opts.seed.wrapping_add(1));
         let scales = [1.0, 8.0, 0.25];
         let out_shape = shape_of(self.output);
@@ -591,8 +654,13 @@ impl Tie<'_> {
                             * abs_dot(&tangents[b].data, &tangents[b].data))
                         .sqrt();
                     let (ok, diff) = self.equal(&lhs, &rhs, scale, exact, opts.f64_tolerance);
+                    let br = &mut report.block_results[b];
+                    br.probes += 1;
+                    br.max_rel_discrepancy = br
+                        .max_rel_discrepancy
+                        .max(diff / scale.max(f64::MIN_POSITIVE));
                     if !ok {
-                        let loc = self.localise(&point, b, &u, &claimed[b]);
+                        let loc = self.localise(&point, b, &u, &claimed[b], opts.localise_limit);
                         report.verdict = Verdict::Refuted {
                             block: names[b].clone(),
                             detail: format!(
@@ -614,6 +682,30 @@ impl Tie<'_> {
             }
             report.points += 1;
             for m in margins.iter().filter(|m| m.func == "forward") {
+                match report
+                    .site_margins
+                    .iter_mut()
+                    .zip(&site_ops)
+                    .find(|(_, k)| **k == m.op_index)
+                {
+                    Some((s, _)) => {
+                        if m.min < s.min {
+                            s.min = m.min;
+                            s.argmin = m.argmin;
+                        }
+                        s.decisions += m.decisions;
+                    }
+                    None => {
+                        site_ops.push(m.op_index);
+                        report.site_margins.push(SiteMargin {
+                            site: self.site_name(m.op_index, m.op),
+                            op: m.op,
+                            min: m.min,
+                            argmin: m.argmin,
+                            decisions: m.decisions,
+                        });
+                    }
+                }
                 let key = (m.op_index, m.op);
                 let slot = match seen.iter().position(|(k, _)| *k == key) {
                     Some(i) => i,

@@ -160,3 +160,179 @@ fn truncate(s: &str, n: usize) -> String {
         t
     }
 }
+
+/// `certgrad certify NET`: what to certify and how hard.
+pub struct NetArgs<'a> {
+    /// A built-in net name or a `.toml`/`.json` net file.
+    pub net: &'a str,
+    pub batch: i64,
+    pub seed: u64,
+    pub probes: Option<usize>,
+    pub points: Option<usize>,
+    pub json: Option<&'a Path>,
+}
+
+/// One row per block: probes, largest relative discrepancy, verdict.
+fn block_rows(tie: &str, r: &TieReport) -> Vec<serde_json::Value> {
+    let refuted = match &r.verdict {
+        Verdict::Refuted { block, .. } => Some(block.as_str()),
+        _ => None,
+    };
+    let mut rows = Vec::new();
+    for b in &r.block_results {
+        let verdict = if Some(b.name.as_str()) == refuted {
+            "REFUTED"
+        } else if b.probes == 0 {
+            "not reached"
+        } else if r.points == 0 {
+            "-"
+        } else {
+            "ok"
+        };
+        println!(
+            "{:<6} {:<26} {:>6} {:>12.2e}  {}",
+            tie, b.name, b.probes, b.max_rel_discrepancy, verdict
+        );
+        rows.push(json!({
+            "block": b.name, "probes": b.probes,
+            "max_rel_discrepancy": b.max_rel_discrepancy, "verdict": verdict,
+        }));
+    }
+    rows
+}
+
+fn tie_json(r: &TieReport, blocks: Vec<serde_json::Value>) -> serde_json::Value {
+    json!({
+        "layer": r.layer,
+        "input": r.input.to_string(),
+        "evidence": r.evidence.to_string(),
+        "probes_per_block": r.probes,
+        "points": r.points,
+        "blocks": blocks,
+        "site_margins": r.site_margins.iter().map(|s| json!({
+            "site": s.site, "op": s.op, "min": s.min, "argmin": s.argmin, "decisions": s.decisions,
+        })).collect::<Vec<_>>(),
+        "kinks_resampled": r.kinks_resampled,
+        "branch_coverage": r.coverage.iter().map(|c| json!({
+            "site": c.site, "op": c.op, "outcome_counts": c.outcomes, "never_taken": c.missing,
+        })).collect::<Vec<_>>(),
+        "verdict": verdict_cell(&r.verdict),
+        "detail": match &r.verdict {
+            Verdict::Certified => serde_json::Value::Null,
+            Verdict::Refuted { block, detail } => json!({"block": block, "detail": detail}),
+            Verdict::Undecided { reason } => json!({"reason": reason}),
+        },
+        "seconds": r.seconds,
+    })
+}
+
+fn tie_verdict_line(tie: &str, r: &TieReport) -> String {
+    match &r.verdict {
+        Verdict::Certified => format!(
+            "{tie}: CERTIFIED at {} point(s) ({:.1} s)",
+            r.points, r.seconds
+        ),
+        Verdict::Refuted { block, detail } => format!("{tie}: REFUTED at block {block}: {detail}"),
+        Verdict::Undecided { reason } => format!("{tie}: UNDECIDED: {reason}"),
+    }
+}
+
+/// The whole-net tie and the parameter ties of one net; returns the exit
+/// status (0 both certified, 1 otherwise).
+pub fn certify_net(args: &NetArgs) -> Result<u8> {
+    let net = layers::net::resolve(args.net).map_err(|e| anyhow::anyhow!("{e}"))?;
+    if args.batch < 1 {
+        bail!("--batch must be at least 1");
+    }
+    let mut opts = cert::net_tie_options(args.seed);
+    if let Some(p) = args.probes {
+        opts.probes = p.max(1);
+    }
+    if let Some(p) = args.points {
+        opts.points = p.max(1);
+        opts.max_attempts = opts.max_attempts.max(2 * opts.points);
+    }
+    let (tensors, floats) = net.param_count().map_err(|e| anyhow::anyhow!("{e}"))?;
+    let input = net.input_type(args.batch);
+    println!(
+        "certify {}: input {input}, {tensors} parameter tensors ({floats} floats), seed {}",
+        net.name, args.seed
+    );
+    println!(
+        "evidence: f64 dual numbers (forward mode, never the backward) against the emitted backward; \
+{} point(s), {} probe(s) per block; a block passes when |<u,J·v> − <B(u),v>| ≤ {:.0e} × scale \
+(scale = Σ|u⊙J·v| + Σ|B(u)⊙v| + ‖u‖‖v‖); Gaussian probes make a wrong block pass with \
+probability 0 unless its error is below that tolerance",
+        opts.points, opts.probes, opts.f64_tolerance
+    );
+    let c = cert::certify_net(&net, args.batch, &opts).map_err(|e| anyhow::anyhow!("{e}"))?;
+    println!();
+    println!(
+        "{:<6} {:<26} {:>6} {:>12}  verdict",
+        "tie", "block", "probes", "max rel disc"
+    );
+    let whole_rows = block_rows("whole", &c.whole);
+    let loss_rows = block_rows("loss", &c.params);
+    println!();
+    println!("smooth-point hypothesis at the certified point(s) (every kink site of the forward):");
+    println!(
+        "{:<32} {:<24} {:>11} {:>9} {:>10}",
+        "site", "op", "min margin", "at", "decisions"
+    );
+    // The loss chain's forward contains the logits forward: its sites are all of them.
+    for s in &c.params.site_margins {
+        println!(
+            "{:<32} {:<24} {:>11.3e} {:>9} {:>10}",
+            s.site, s.op, s.min, s.argmin, s.decisions
+        );
+    }
+    let sites_min = c
+        .params
+        .site_margins
+        .iter()
+        .map(|s| s.min)
+        .fold(f64::INFINITY, f64::min);
+    if !c.params.kinks_resampled.is_empty() || !c.whole.kinks_resampled.is_empty() {
+        println!(
+            "kinks met and resampled: {}",
+            c.whole
+                .kinks_resampled
+                .iter()
+                .chain(&c.params.kinks_resampled)
+                .cloned()
+                .collect::<Vec<_>>()
+                .join("; ")
+        );
+    }
+    println!();
+    println!("{}", tie_verdict_line("whole-net tie (logits)", &c.whole));
+    println!("{}", tie_verdict_line("parameter ties (loss)", &c.params));
+    let ok = c.certified();
+    println!(
+        "{}: {} at N={} ({} sites, smallest margin {:.3e}; {:.1} s)",
+        if ok { "CERTIFIED" } else { "NOT CERTIFIED" },
+        net.name,
+        args.batch,
+        c.params.site_margins.len(),
+        sites_min,
+        c.seconds
+    );
+    if let Some(path) = args.json {
+        let doc = json!({
+            "certgrad": env!("CARGO_PKG_VERSION"),
+            "net": net.name,
+            "batch": args.batch,
+            "seed": args.seed,
+            "parameter_tensors": tensors,
+            "parameter_floats": floats,
+            "f64_tolerance": opts.f64_tolerance,
+            "whole_net_tie": tie_json(&c.whole, whole_rows),
+            "parameter_ties": tie_json(&c.params, loss_rows),
+            "certified": ok,
+            "seconds": c.seconds,
+        });
+        std::fs::write(path, serde_json::to_string_pretty(&doc)?)?;
+        println!("certificate written to {}", path.display());
+    }
+    Ok(if ok { 0 } else { 1 })
+}

@@ -4,7 +4,9 @@
 
 mod certify;
 mod demo;
+mod nets;
 mod npy;
+mod render;
 
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
@@ -38,7 +40,22 @@ enum Command {
     /// backward map B for random probes, block by block — exactly, in rational
     /// arithmetic, for piecewise-linear ops; in f64 with a stated tolerance
     /// otherwise. Exit status: 0 all certified, 1 any refuted or undecided.
+    ///
+    /// `certify NET` (a built-in net or a .toml/.json net file) certifies the
+    /// whole net: the chain's backward IS the VJP of its logits forward, and every
+    /// parameter gradient of the loss chain IS dLoss/dθ at the sampled point.
     Certify {
+        /// A net to certify: a built-in name (see `certgrad nets`) or a net file.
+        net: Option<String>,
+        /// Batch size N of the net's input [N,C,H,W].
+        #[arg(long, default_value_t = 1)]
+        batch: i64,
+        /// Adjoint-identity probes per block and point (nets: default 1).
+        #[arg(long)]
+        probes: Option<usize>,
+        /// Smooth points to certify at (nets: default 1).
+        #[arg(long)]
+        points: Option<usize>,
         /// Certify one op family (e.g. conv2d, maxpool, batchnorm).
         #[arg(long)]
         op: Option<String>,
@@ -55,7 +72,34 @@ enum Command {
         #[arg(long)]
         json: Option<PathBuf>,
     },
+    /// Render a built-in net's fused train step (forward, loss, backward,
+    /// optimizer) or its eval forward as StableHLO text, derived from its NetSpec.
+    Render {
+        /// Built-in net name (e.g. cifar8-bbn).
+        net: String,
+        /// Optimizer tail: sgd, nesterov or adamw.
+        #[arg(long, default_value = "adamw")]
+        optimizer: String,
+        /// Batch size baked into the signature.
+        #[arg(long, default_value_t = 128)]
+        batch: i64,
+        /// bf16 conv/dot operands with f32 accumulation (master weights stay f32).
+        #[arg(long)]
+        bf16: bool,
+        /// Render the eval forward (running BN statistics) instead of the train step.
+        #[arg(long)]
+        eval: bool,
+        /// Output .mlir file.
+        #[arg(short, long)]
+        output: PathBuf,
+    },
     /// Parse, verify and round-trip a StableHLO file; print its functions and op counts.
+    /// List the built-in nets (or a net file) with input shape and parameter counts.
+    Nets {
+        /// A .toml or .json net file to read instead.
+        #[arg(long)]
+        file: Option<PathBuf>,
+    },
     Check {
         /// The .mlir file to check.
         file: PathBuf,
@@ -94,12 +138,37 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Demo => demo::demo(),
+        Command::Nets { file } => nets::nets(file.as_deref()),
+        Command::Certify {
+            net: Some(net),
+            batch,
+            probes,
+            points,
+            seed,
+            json,
+            ..
+        } => certify::certify_net(&certify::NetArgs {
+            net: &net,
+            batch,
+            seed,
+            probes,
+            points,
+            json: json.as_deref(),
+        })
+        .and_then(|code| {
+            if code == 0 {
+                Ok(())
+            } else {
+                Err(Exit(code).into())
+            }
+        }),
         Command::Certify {
             op,
             all_ops,
             shape,
             seed,
             json,
+            ..
         } => certify::certify(&certify::CertifyArgs {
             op: op.as_deref(),
             all_ops,
@@ -113,6 +182,21 @@ fn main() -> ExitCode {
             } else {
                 Err(Exit(code).into())
             }
+        }),
+        Command::Render {
+            net,
+            optimizer,
+            batch,
+            bf16,
+            eval,
+            output,
+        } => render::render(&render::RenderArgs {
+            net: &net,
+            optimizer: &optimizer,
+            batch,
+            bf16,
+            eval,
+            output: &output,
         }),
         Command::Check { file } => check(&file),
         Command::Fmt { file, output } => load_module(&file).and_then(|m| {

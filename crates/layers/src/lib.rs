@@ -8,6 +8,7 @@ pub mod emit;
 pub mod layer;
 pub mod net;
 pub mod ops;
+pub mod trainstep;
 
 pub use combinators::{comp, Chain, Projection, Residual};
 pub use emit::Emit;

@@ -1,4 +1,4 @@
-//! Fast f32 `stablehlo.convolution`: operands are permuted to an internal
+//! Fast `stablehlo.convolution` (f32/f64): operands are permuted to an internal
 //! `[batch, feature, spatial…]` / `[out_feature, in_feature, spatial…]` layout
 //! (window reversal applied to the kernel), computed by one of three paths, and
 //! the `[batch, feature, spatial…]` result is permuted to the requested layout:
@@ -18,6 +18,7 @@
 
 use rayon::prelude::*;
 
+use super::float::FastFloat;
 use super::gemm::{matmul, matmul_add, MatRef};
 use super::layout::{dim_index, permute, WindowTable};
 use crate::tensor::{row_major_strides, Tensor};
@@ -110,12 +111,12 @@ impl ConvPlan {
     }
 }
 
-pub(crate) fn convolution(
-    lhs: &Tensor<f32>,
-    rhs: &Tensor<f32>,
+pub(crate) fn convolution<T: FastFloat>(
+    lhs: &Tensor<T>,
+    rhs: &Tensor<T>,
     attrs: &ir::ConvAttrs,
     out_shape: &[usize],
-) -> Tensor<f32> {
+) -> Tensor<T> {
     let d = &attrs.dims;
     let nsp = d.input_spatial.len();
     assert_eq!(lhs.rank(), nsp + 2, "convolution lhs rank");
@@ -244,7 +245,7 @@ pub(crate) fn convolution(
 }
 
 /// The kernel `[O, I, K…]` with the spatial dimensions flagged in `reversal` reversed.
-fn reverse_kernel(kernel: &[f32], plan: &ConvPlan, reversal: &[bool]) -> Vec<f32> {
+fn reverse_kernel<T: FastFloat>(kernel: &[T], plan: &ConvPlan, reversal: &[bool]) -> Vec<T> {
     let ks = &plan.kernel_spatial;
     let kprod = plan.kernel_size();
     let kstrides = row_major_strides(ks);
@@ -272,10 +273,10 @@ fn reverse_kernel(kernel: &[f32], plan: &ConvPlan, reversal: &[bool]) -> Vec<f32
 }
 
 /// The convolution in the internal layout: `[out_batch, out_features, P]`.
-fn compute(plan: &ConvPlan, lhs: &[f32], rhs: &[f32]) -> Vec<f32> {
+fn compute<T: FastFloat>(plan: &ConvPlan, lhs: &[T], rhs: &[T]) -> Vec<T> {
     let p = plan.out_plane();
     let ob = plan.batch_group_out_features();
-    let mut result = vec![0f32; plan.out_batch * plan.out_features * p];
+    let mut result = vec![T::ZERO; plan.out_batch * plan.out_features * p];
     if result.is_empty() {
         return result;
     }
@@ -309,8 +310,8 @@ fn compute(plan: &ConvPlan, lhs: &[f32], rhs: &[f32]) -> Vec<f32> {
         result.par_chunks_mut(ob * p).enumerate().for_each_init(
             || {
                 (
-                    vec![0f32; plan.group_in_features() * shift.plane_len],
-                    vec![0f32; og * shift.cols],
+                    vec![T::ZERO; plan.group_in_features() * shift.plane_len],
+                    vec![T::ZERO; og * shift.cols],
                 )
             },
             |(padded, wide), (task, block)| {
@@ -331,7 +332,7 @@ fn compute(plan: &ConvPlan, lhs: &[f32], rhs: &[f32]) -> Vec<f32> {
     };
     // One task per (output example, batch group): a contiguous [ob, P] block.
     result.par_chunks_mut(ob * p).enumerate().for_each_init(
-        || vec![0f32; col_len],
+        || vec![T::ZERO; col_len],
         |col, (task, block)| {
             let b_out = task / plan.batch_groups;
             let bg = task % plan.batch_groups;
@@ -346,15 +347,15 @@ fn compute(plan: &ConvPlan, lhs: &[f32], rhs: &[f32]) -> Vec<f32> {
 
 /// One feature group of one (example, batch group): writes rows `g·Og..` of `block`.
 #[allow(clippy::too_many_arguments)]
-fn group_gemm(
+fn group_gemm<T: FastFloat>(
     plan: &ConvPlan,
-    lhs: &[f32],
-    rhs: &[f32],
+    lhs: &[T],
+    rhs: &[T],
     example: usize,
     bg: usize,
     g: usize,
-    col: &mut [f32],
-    block: &mut [f32],
+    col: &mut [T],
+    block: &mut [T],
 ) {
     let p = plan.out_plane();
     let cg = plan.group_in_features();
@@ -396,42 +397,42 @@ fn group_gemm(
 /// The 2-D im2col row of one kernel offset whose column reads are one contiguous
 /// `run` (the common case): output row `oh` reads input row `rows[oh]` (or is
 /// zero), its valid columns `lo..hi` copy input columns from `i_lo`.
-fn fill_plane_rows(
+fn fill_plane_rows<T: FastFloat>(
     rows: &[i64],
     (lo, hi, i_lo): (usize, usize, usize),
     row_stride: usize,
-    src: &[f32],
-    out: &mut [f32],
+    src: &[T],
+    out: &mut [T],
 ) {
     let width = out.len() / rows.len().max(1);
     for (dst, &ih) in out.chunks_exact_mut(width).zip(rows) {
         if ih < 0 {
-            dst.fill(0.0);
+            dst.fill(T::ZERO);
             continue;
         }
         let from = ih as usize * row_stride + i_lo;
         for x in &mut dst[..lo] {
-            *x = 0.0;
+            *x = T::ZERO;
         }
         for (d, &v) in dst[lo..hi].iter_mut().zip(&src[from..from + (hi - lo)]) {
             *d = v;
         }
         for x in &mut dst[hi..] {
-            *x = 0.0;
+            *x = T::ZERO;
         }
     }
 }
 
 /// Writes the im2col row of kernel offset `koff` for spatial dimensions `dim..`
 /// (the output positions of `out`), reading the channel plane `src` from `offset`.
-fn fill_row(
+fn fill_row<T: FastFloat>(
     plan: &ConvPlan,
     in_strides: &[usize],
     koff: &[usize],
-    src: &[f32],
+    src: &[T],
     dim: usize,
     offset: usize,
-    out: &mut [f32],
+    out: &mut [T],
 ) {
     let nsp = plan.out_spatial.len();
     if dim == nsp {
@@ -442,15 +443,15 @@ fn fill_row(
     let idx = table.row(koff[dim]);
     if dim + 1 == nsp {
         if let Some((lo, hi, i_lo)) = plan.runs[dim][koff[dim]] {
-            out[..lo].fill(0.0);
+            out[..lo].fill(T::ZERO);
             out[lo..hi].copy_from_slice(&src[offset + i_lo..offset + i_lo + (hi - lo)]);
-            out[hi..].fill(0.0);
+            out[hi..].fill(T::ZERO);
         } else {
             for (o, &i) in out.iter_mut().zip(idx) {
                 *o = if i >= 0 {
                     src[offset + i as usize]
                 } else {
-                    0.0
+                    T::ZERO
                 };
             }
         }
@@ -459,7 +460,7 @@ fn fill_row(
     let inner: usize = plan.out_spatial[dim + 1..].iter().product();
     for (chunk, &i) in out.chunks_mut(inner.max(1)).zip(idx) {
         if i < 0 {
-            chunk.fill(0.0);
+            chunk.fill(T::ZERO);
         } else {
             let off = offset + i as usize * in_strides[dim];
             fill_row(plan, in_strides, koff, src, dim + 1, off, chunk);
@@ -470,13 +471,13 @@ fn fill_row(
 /// Direct evaluation of one (example, batch group) block `[ob, P]`: each output is
 /// a sum over input features and outer kernel offsets of dot products along the
 /// last spatial dimension, whose valid kernel offsets form one contiguous range.
-fn direct_task(
+fn direct_task<T: FastFloat>(
     plan: &ConvPlan,
-    lhs: &[f32],
-    rhs: &[f32],
+    lhs: &[T],
+    rhs: &[T],
     example: usize,
     bg: usize,
-    block: &mut [f32],
+    block: &mut [T],
 ) {
     let nsp = plan.kernel_spatial.len();
     let p = plan.out_plane();
@@ -514,7 +515,7 @@ fn direct_task(
             let (k_lo, k_hi, i_lo) = last_ranges[po_last];
             if k_lo == k_hi {
                 for o in 0..og {
-                    block[(g * og + o) * p + pf] = 0.0;
+                    block[(g * og + o) * p + pf] = T::ZERO;
                 }
                 continue;
             }
@@ -542,7 +543,7 @@ fn direct_task(
             let len = k_hi - k_lo;
             for o in 0..og {
                 let kernel = &rhs[(first_kernel_row + o) * cg * kprod..];
-                let mut acc = 0f32;
+                let mut acc = T::ZERO;
                 for c in 0..cg {
                     let src = &lhs[(first_channel + c) * plane..(first_channel + c + 1) * plane];
                     let w = &kernel[c * kprod..(c + 1) * kprod];
@@ -558,9 +559,9 @@ fn direct_task(
 
 /// `Σ_j w[j] · x[j·step]` with eight independent partial sums (vectorisable).
 #[inline]
-fn dot(w: &[f32], x: &[f32], step: usize) -> f32 {
+fn dot<T: FastFloat>(w: &[T], x: &[T], step: usize) -> T {
     const LANES: usize = 8;
-    let mut lanes = [0f32; LANES];
+    let mut lanes = [T::ZERO; LANES];
     if step == 1 {
         let x = &x[..w.len()];
         let (wc, xc) = (w.chunks_exact(LANES), x.chunks_exact(LANES));
@@ -570,27 +571,30 @@ fn dot(w: &[f32], x: &[f32], step: usize) -> f32 {
                 lanes[l] += a[l] * b[l];
             }
         }
-        let tail: f32 = wt.iter().zip(xt).map(|(a, b)| a * b).sum();
-        return lanes.iter().sum::<f32>() + tail;
+        let tail = wt.iter().zip(xt).fold(T::ZERO, |acc, (&a, &b)| acc + a * b);
+        return lanes.iter().fold(T::ZERO, |acc, &l| acc + l) + tail;
     }
-    w.iter().enumerate().map(|(j, a)| a * x[j * step]).sum()
+    w.iter()
+        .enumerate()
+        .fold(T::ZERO, |acc, (j, &a)| acc + a * x[j * step])
 }
 
-/// Elements of one patch tile: about 4 MB of f32, which keeps a tile's patches
-/// and the GEMM's packed copy within a core's share of the last-level cache.
-const PATCH_TILE_ELEMS: usize = 1 << 20;
+/// Bytes of one patch tile: about 4 MB, which keeps a tile's patches and the
+/// GEMM's packed copy within a core's share of the last-level cache.
+const PATCH_TILE_BYTES: usize = 4 << 20;
 
 /// The ungrouped convolution as `out[o, (b, p)] = Σ_(i, k) W[o, i, k] ·
 /// patch[(b, p), (i, k)]`, where row `(b, p)` of the patch matrix is the kernel
 /// window of example `b` at output position `p`. The reduction over input features
 /// is cut into tiles; threads sum their tiles into private accumulators.
-fn patch_gemm(plan: &ConvPlan, lhs: &[f32], rhs: &[f32]) -> Vec<f32> {
+fn patch_gemm<T: FastFloat>(plan: &ConvPlan, lhs: &[T], rhs: &[T]) -> Vec<T> {
     let p = plan.out_plane();
     let o = plan.out_features;
     let kprod = plan.kernel_size();
     let channels = plan.in_features;
     let ncols = plan.out_batch * p;
-    let tile = (PATCH_TILE_ELEMS / (ncols * kprod).max(1)).clamp(1, channels.max(1));
+    let tile = ((PATCH_TILE_BYTES / std::mem::size_of::<T>()) / (ncols * kprod).max(1))
+        .clamp(1, channels.max(1));
     let ntiles = channels.div_ceil(tile);
     let plane = plan.in_plane();
     let in_strides = row_major_strides(&plan.in_spatial);
@@ -598,11 +602,11 @@ fn patch_gemm(plan: &ConvPlan, lhs: &[f32], rhs: &[f32]) -> Vec<f32> {
     let acc = (0..ntiles)
         .into_par_iter()
         .fold(
-            || (vec![0f32; o * ncols], Vec::<f32>::new()),
+            || (vec![T::ZERO; o * ncols], Vec::<T>::new()),
             |(mut acc, mut patches), t| {
                 let (c0, c1) = (t * tile, ((t + 1) * tile).min(channels));
                 let width = (c1 - c0) * kprod;
-                patches.resize(ncols * width, 0.0);
+                patches.resize(ncols * width, T::ZERO);
                 for b in 0..plan.out_batch {
                     for pf in 0..p {
                         let row = &mut patches[(b * p + pf) * width..(b * p + pf + 1) * width];
@@ -639,16 +643,16 @@ fn patch_gemm(plan: &ConvPlan, lhs: &[f32], rhs: &[f32]) -> Vec<f32> {
         )
         .map(|(acc, _)| acc)
         .reduce(
-            || vec![0f32; o * ncols],
+            || vec![T::ZERO; o * ncols],
             |mut a, b| {
                 for (x, y) in a.iter_mut().zip(&b) {
-                    *x += y;
+                    *x += *y;
                 }
                 a
             },
         );
     // [O, (b, p)] → [b, O, p]
-    let mut result = vec![0f32; plan.out_batch * o * p];
+    let mut result = vec![T::ZERO; plan.out_batch * o * p];
     for (oi, acc_row) in acc.chunks_exact(ncols.max(1)).enumerate() {
         for b in 0..plan.out_batch {
             result[(b * o + oi) * p..(b * o + oi + 1) * p]
@@ -661,14 +665,14 @@ fn patch_gemm(plan: &ConvPlan, lhs: &[f32], rhs: &[f32]) -> Vec<f32> {
 /// Writes the kernel window at output position `coords` of one input plane
 /// (kernel offsets in row-major order; padding and dilation holes read zero),
 /// for spatial dimensions `dim..`.
-fn fill_patch(
+fn fill_patch<T: FastFloat>(
     plan: &ConvPlan,
     in_strides: &[usize],
     coords: &[usize],
-    src: &[f32],
+    src: &[T],
     dim: usize,
     offset: usize,
-    out: &mut [f32],
+    out: &mut [T],
 ) {
     let nsp = plan.kernel_spatial.len();
     if dim == nsp {
@@ -680,16 +684,16 @@ fn fill_patch(
     let o = coords[dim];
     if dim + 1 == nsp {
         if let Some((lo, hi, i_lo)) = plan.last_window_runs[o] {
-            out[..lo].fill(0.0);
+            out[..lo].fill(T::ZERO);
             out[lo..hi].copy_from_slice(&src[offset + i_lo..offset + i_lo + (hi - lo)]);
-            out[hi..].fill(0.0);
+            out[hi..].fill(T::ZERO);
         } else {
             for (k, x) in out.iter_mut().enumerate() {
                 let i = table.row(k)[o];
                 *x = if i >= 0 {
                     src[offset + i as usize]
                 } else {
-                    0.0
+                    T::ZERO
                 };
             }
         }
@@ -698,7 +702,7 @@ fn fill_patch(
     for (k, chunk) in out.chunks_mut(inner.max(1)).enumerate() {
         let i = table.row(k)[o];
         if i < 0 {
-            chunk.fill(0.0);
+            chunk.fill(T::ZERO);
         } else {
             let off = offset + i as usize * in_strides[dim];
             fill_patch(plan, in_strides, coords, src, dim + 1, off, chunk);
@@ -751,13 +755,13 @@ fn phase_classes(
 /// split into phases (one class per spatial dimension), and each phase is an
 /// im2col GEMM over only the kernel offsets that can meet input elements, so no
 /// multiply is spent on the zeros that lhs dilation inserts.
-fn phase_task(
+fn phase_task<T: FastFloat>(
     plan: &ConvPlan,
-    lhs: &[f32],
-    rhs: &[f32],
+    lhs: &[T],
+    rhs: &[T],
     example: usize,
     bg: usize,
-    block: &mut [f32],
+    block: &mut [T],
 ) {
     let nsp = plan.kernel_spatial.len();
     let p = plan.out_plane();
@@ -794,7 +798,7 @@ fn phase_task(
             if n_k == 0 {
                 for o in 0..og {
                     for &pos in &out_pos {
-                        block[(g * og + o) * p + pos] = 0.0;
+                        block[(g * og + o) * p + pos] = T::ZERO;
                     }
                 }
                 continue;
@@ -812,7 +816,7 @@ fn phase_task(
                 let src = &lhs[(first_channel + c) * plane..(first_channel + c + 1) * plane];
                 for kk in 0..n_k {
                     let start = col.len();
-                    col.resize(start + n_out, 0.0);
+                    col.resize(start + n_out, T::ZERO);
                     let mut kidx = vec![0usize; nsp];
                     let mut r = kk;
                     for s in (0..nsp).rev() {
@@ -831,7 +835,7 @@ fn phase_task(
                     );
                 }
             }
-            out_sub.resize(og * n_out, 0.0);
+            out_sub.resize(og * n_out, T::ZERO);
             matmul(
                 MatRef::row_major(&weights, og, cg * n_k),
                 MatRef::row_major(&col, cg * n_k, n_out),
@@ -867,15 +871,15 @@ fn flat_positions(
 /// The im2col row of kernel offset `kidx` over the phase's output positions
 /// (dimensions `dim..`), reading the channel plane `src` from `offset`.
 #[allow(clippy::too_many_arguments)]
-fn gather_phase(
+fn gather_phase<T: FastFloat>(
     plan: &ConvPlan,
     phase: &[&Phase],
     kidx: &[usize],
     in_strides: &[usize],
-    src: &[f32],
+    src: &[T],
     dim: usize,
     offset: usize,
-    out: &mut [f32],
+    out: &mut [T],
 ) {
     if dim == phase.len() {
         out[0] = src[offset];
@@ -886,7 +890,7 @@ fn gather_phase(
     for (chunk, &o) in out.chunks_mut(inner.max(1)).zip(&phase[dim].outs) {
         let i = idx[o];
         if i < 0 {
-            chunk.fill(0.0);
+            chunk.fill(T::ZERO);
         } else if dim + 1 == phase.len() {
             chunk[0] = src[offset + i as usize];
         } else {
@@ -975,17 +979,17 @@ impl ShiftGeometry {
 
 /// One feature group of one (example, batch group) on the shifted-GEMM path.
 #[allow(clippy::too_many_arguments)]
-fn shifted_gemm(
+fn shifted_gemm<T: FastFloat>(
     plan: &ConvPlan,
     shift: &ShiftGeometry,
-    lhs: &[f32],
-    rhs: &[f32],
+    lhs: &[T],
+    rhs: &[T],
     example: usize,
     bg: usize,
     g: usize,
-    padded: &mut [f32],
-    wide: &mut [f32],
-    block: &mut [f32],
+    padded: &mut [T],
+    wide: &mut [T],
+    block: &mut [T],
 ) {
     let p = plan.out_plane();
     let cg = plan.group_in_features();
@@ -1000,7 +1004,7 @@ fn shifted_gemm(
     let rows = plane / row_len.max(1);
     let row_shape = &plan.in_spatial[..nsp - 1];
     let row_strides = row_major_strides(row_shape);
-    padded.fill(0.0);
+    padded.fill(T::ZERO);
     for c in 0..cg {
         let src = &lhs[(first_channel + c) * plane..(first_channel + c + 1) * plane];
         let dst = &mut padded[c * shift.plane_len..(c + 1) * shift.plane_len];

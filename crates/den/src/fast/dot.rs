@@ -1,16 +1,17 @@
-//! Fast f32 `stablehlo.dot_general`: each operand is viewed as a batched matrix
+//! Fast `stablehlo.dot_general` (f32/f64): each operand is viewed as a batched matrix
 //! (`lhs [B, M, K]`, `rhs [B, K, N]`) through strides when its dimension groups
 //! allow it (transposed weights need no copy), otherwise through a permuted copy;
 //! each batch is one GEMM into the `[batch…, lhs free…, rhs free…]` result.
 
+use super::float::FastFloat;
 use super::gemm::{matmul, MatRef};
 use super::layout::{dim_index, merged_axis, permute};
 use crate::tensor::Tensor;
 use std::borrow::Cow;
 
 /// A tensor viewed as `[batch, rows, cols]` with one stride per axis.
-struct BatchedView<'a> {
-    data: Cow<'a, [f32]>,
+struct BatchedView<'a, T: Clone> {
+    data: Cow<'a, [T]>,
     batch_stride: usize,
     row_stride: usize,
     col_stride: usize,
@@ -18,12 +19,12 @@ struct BatchedView<'a> {
 
 /// Views `t` with dimension groups `batch`, `rows`, `cols` as a batched matrix,
 /// copying into that order only when some group is not one strided axis.
-fn batched_view<'a>(
-    t: &'a Tensor<f32>,
+fn batched_view<'a, T: FastFloat>(
+    t: &'a Tensor<T>,
     batch: &[usize],
     rows: &[usize],
     cols: &[usize],
-) -> BatchedView<'a> {
+) -> BatchedView<'a, T> {
     let strides = t.strides();
     if let (Some(b), Some(r), Some(c)) = (
         merged_axis(&t.shape, &strides, batch),
@@ -48,12 +49,12 @@ fn batched_view<'a>(
     }
 }
 
-pub(crate) fn dot_general(
-    lhs: &Tensor<f32>,
-    rhs: &Tensor<f32>,
+pub(crate) fn dot_general<T: FastFloat>(
+    lhs: &Tensor<T>,
+    rhs: &Tensor<T>,
     dims: &ir::DotDims,
     out_shape: &[usize],
-) -> Tensor<f32> {
+) -> Tensor<T> {
     let idx =
         |v: &[i64]| -> Vec<usize> { v.iter().map(|&d| dim_index(d, "dot dimension")).collect() };
     let (lb, rb) = (idx(&dims.lhs_batch), idx(&dims.rhs_batch));
@@ -71,8 +72,7 @@ pub(crate) fn dot_general(
     };
     let lf = free(lhs.rank(), &lb, &lc);
     let rf = free(rhs.rank(), &rb, &rc);
-    let size =
-        |t: &Tensor<f32>, ds: &[usize]| -> usize { ds.iter().map(|&d| t.shape[d]).product() };
+    let size = |t: &Tensor<T>, ds: &[usize]| -> usize { ds.iter().map(|&d| t.shape[d]).product() };
     let (nb, m, k, n) = (
         size(lhs, &lb),
         size(lhs, &lf),
@@ -89,7 +89,7 @@ pub(crate) fn dot_general(
         .collect();
     assert_eq!(out_shape, &expected[..], "dot_general result shape");
 
-    let mut out = vec![0f32; nb * m * n];
+    let mut out = vec![T::ZERO; nb * m * n];
     if out.is_empty() || k == 0 {
         // An empty contraction sums nothing: every element is zero.
         return Tensor::new(out_shape.to_vec(), out);

@@ -1,8 +1,9 @@
 //! Layout helpers shared by the fast kernels: dimension permutation of row-major
-//! buffers, merging of dimension groups into single strided axes, and the f32
+//! buffers, merging of dimension groups into single strided axes, and the float
 //! element operations (IEEE maximum/minimum, comparisons) whose exact semantics the
 //! kernels must share with the generic evaluator.
 
+use super::float::FastFloat;
 use ir::CompareDirection;
 use std::borrow::Cow;
 
@@ -17,7 +18,7 @@ pub(crate) fn dim_index(d: i64, what: &str) -> usize {
 /// The row-major buffer of `data` (of `shape`) with its dimensions reordered so
 /// that result dimension `i` is source dimension `perm[i]`. Borrows when `perm`
 /// keeps the memory order (identity, up to size-1 dimensions).
-pub(crate) fn permute<'a>(data: &'a [f32], shape: &[usize], perm: &[usize]) -> Cow<'a, [f32]> {
+pub(crate) fn permute<'a, T: Copy>(data: &'a [T], shape: &[usize], perm: &[usize]) -> Cow<'a, [T]> {
     debug_assert_eq!(shape.len(), perm.len());
     let non_trivial: Vec<usize> = perm.iter().copied().filter(|&d| shape[d] != 1).collect();
     if non_trivial.windows(2).all(|w| w[0] < w[1]) {
@@ -33,13 +34,13 @@ pub(crate) fn permute<'a>(data: &'a [f32], shape: &[usize], perm: &[usize]) -> C
 
 /// Appends the elements of the strided view (`shape`, `strides`, base `offset`) in
 /// row-major order, starting at dimension `dim`.
-fn gather_strided(
-    data: &[f32],
+fn gather_strided<T: Copy>(
+    data: &[T],
     shape: &[usize],
     strides: &[usize],
     dim: usize,
     offset: usize,
-    out: &mut Vec<f32>,
+    out: &mut Vec<T>,
 ) {
     if dim == shape.len() {
         out.push(data[offset]);
@@ -82,11 +83,11 @@ pub(crate) fn merged_axis(
     }
 }
 
-/// StableHLO `maximum` on f32: NaN propagates, and `+0` is above `-0`.
+/// StableHLO `maximum`: NaN propagates, and `+0` is above `-0`.
 #[inline]
-pub(crate) fn max_f32(a: f32, b: f32) -> f32 {
+pub(crate) fn max_fast<T: FastFloat>(a: T, b: T) -> T {
     if a.is_nan() || b.is_nan() {
-        f32::NAN
+        T::NAN
     } else if a > b {
         a
     } else if b > a {
@@ -98,11 +99,11 @@ pub(crate) fn max_f32(a: f32, b: f32) -> f32 {
     }
 }
 
-/// StableHLO `minimum` on f32: NaN propagates, and `-0` is below `+0`.
+/// StableHLO `minimum`: NaN propagates, and `-0` is below `+0`.
 #[inline]
-pub(crate) fn min_f32(a: f32, b: f32) -> f32 {
+pub(crate) fn min_fast<T: FastFloat>(a: T, b: T) -> T {
     if a.is_nan() || b.is_nan() {
-        f32::NAN
+        T::NAN
     } else if a < b {
         a
     } else if b < a {
@@ -116,7 +117,7 @@ pub(crate) fn min_f32(a: f32, b: f32) -> f32 {
 
 /// StableHLO `compare` with the FLOAT comparison type (IEEE: NaN is unordered).
 #[inline]
-pub(crate) fn compare_f32(a: f32, b: f32, dir: CompareDirection) -> bool {
+pub(crate) fn compare_fast<T: FastFloat>(a: T, b: T, dir: CompareDirection) -> bool {
     match dir {
         CompareDirection::Eq => a == b,
         CompareDirection::Ne => a != b,

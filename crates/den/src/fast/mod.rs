@@ -1,22 +1,31 @@
-//! Fast f32 kernels for the heavy ops (convolution, dot_general, reductions,
-//! reduce_window, select_and_scatter). Each kernel computes exactly what the
-//! generic evaluator computes for f32, only faster; property tests check that.
+//! Fast kernels for the heavy ops (convolution, dot_general, reductions,
+//! reduce_window, select_and_scatter), generic over [`FastFloat`] (`f32` and
+//! `f64`). Each kernel computes what the generic evaluator computes for that
+//! scalar, only faster; property tests check that (`tests/fast_agreement.rs`
+//! for f32, `tests/fast_f64.rs` for f64 and dual numbers).
 //!
-//! Convolution and dot_general run on `matrixmultiply::sgemm` (convolution via
-//! im2col, parallel over examples with rayon), so their accumulation order
-//! differs from the generic path: per output element the difference stays within
-//! `n · eps_f32 · Σ|terms|` for `n` accumulated terms. Max/min reductions and
-//! selections are exact; sums follow row-major order except for long contiguous
-//! runs, which use partial sums.
+//! Convolution and dot_general run on `matrixmultiply`'s sgemm/dgemm
+//! (convolution via im2col or shifted GEMMs, parallel over examples with rayon),
+//! so their accumulation order differs from the generic path: per output
+//! element the difference stays within `n · eps · Σ|terms|` for `n` accumulated
+//! terms. Max/min reductions and selections are exact; sums follow row-major
+//! order except for long contiguous runs, which use partial sums.
+//!
+//! The `*_choices` kernels return, per output, which source element a max/min
+//! fold ends on: the evaluator uses them to carry the tangent of a dual number
+//! along with its value.
 //!
 //! Every `out_shape` is the op's result shape, as the IR states it; the kernels
 //! assert that it is consistent with the operands.
 
 mod conv;
 mod dot;
+mod float;
 mod gemm;
 mod layout;
 mod reduce;
+
+pub use float::FastFloat;
 
 use crate::tensor::Tensor;
 
@@ -29,49 +38,77 @@ pub enum ReduceKind {
     Mul,
 }
 
-/// `stablehlo.convolution` on f32 with any dimension numbers, strides, padding
+/// `stablehlo.convolution` with any dimension numbers, strides, padding
 /// (negative crops), lhs/rhs dilation, window reversal and feature or batch groups.
-pub fn convolution(
-    lhs: &Tensor<f32>,
-    rhs: &Tensor<f32>,
+pub fn convolution<T: FastFloat>(
+    lhs: &Tensor<T>,
+    rhs: &Tensor<T>,
     attrs: &ir::ConvAttrs,
     out_shape: &[usize],
-) -> Tensor<f32> {
+) -> Tensor<T> {
     conv::convolution(lhs, rhs, attrs, out_shape)
 }
 
-/// `stablehlo.dot_general` on f32; the result is laid out batch, lhs free, rhs free.
-pub fn dot_general(
-    lhs: &Tensor<f32>,
-    rhs: &Tensor<f32>,
+/// `stablehlo.dot_general`; the result is laid out batch, lhs free, rhs free.
+pub fn dot_general<T: FastFloat>(
+    lhs: &Tensor<T>,
+    rhs: &Tensor<T>,
     dims: &ir::DotDims,
     out_shape: &[usize],
-) -> Tensor<f32> {
+) -> Tensor<T> {
     dot::dot_general(lhs, rhs, dims, out_shape)
 }
 
-/// `stablehlo.reduce` of one f32 input over `dims` with the reducer `kind`, starting
+/// `stablehlo.reduce` of one input over `dims` with the reducer `kind`, starting
 /// every output element at `init`.
-pub fn reduce(
-    input: &Tensor<f32>,
-    init: f32,
+pub fn reduce<T: FastFloat>(
+    input: &Tensor<T>,
+    init: T,
     kind: ReduceKind,
     dims: &[usize],
     out_shape: &[usize],
-) -> Tensor<f32> {
+) -> Tensor<T> {
     reduce::reduce(input, init, kind, dims, out_shape)
 }
 
-/// `stablehlo.reduce_window` of one f32 input; padding and base-dilation holes read
+/// For `stablehlo.reduce` with a max/min reducer (`kind` must be `Max` or
+/// `Min`): per output element (row-major), the flat index of the input element
+/// the generic fold ends on, or `None` when it ends on `init`. Ties keep the
+/// earlier element, `+0` beats `-0` (max; `-0` for min), the first NaN wins.
+pub fn reduce_choices<T: FastFloat>(
+    input: &Tensor<T>,
+    init: T,
+    kind: ReduceKind,
+    dims: &[usize],
+    out_shape: &[usize],
+) -> Vec<Option<usize>> {
+    reduce::reduce_choices(input, init, kind, dims, out_shape)
+}
+
+/// `stablehlo.reduce_window` of one input; padding and base-dilation holes read
 /// as `init`, as the spec pads the operand with the init value.
-pub fn reduce_window(
-    input: &Tensor<f32>,
-    init: f32,
+pub fn reduce_window<T: FastFloat>(
+    input: &Tensor<T>,
+    init: T,
     kind: ReduceKind,
     attrs: &ir::WindowAttrs,
     out_shape: &[usize],
-) -> Tensor<f32> {
+) -> Tensor<T> {
     reduce::reduce_window(input, init, kind, attrs, out_shape)
+}
+
+/// For `stablehlo.reduce_window` with a max/min reducer: per output element,
+/// the flat index of the input element the fold (in window scan order) ends on,
+/// or `None` for `init` (padding and holes read as `init`); tie rules as in
+/// [`reduce_choices`].
+pub fn reduce_window_choices<T: FastFloat>(
+    input: &Tensor<T>,
+    init: T,
+    kind: ReduceKind,
+    attrs: &ir::WindowAttrs,
+    out_shape: &[usize],
+) -> Vec<Option<usize>> {
+    reduce::reduce_window_choices(input, init, kind, attrs, out_shape)
 }
 
 /// `stablehlo.select_and_scatter` with select region `compare(a, b, select)` and
@@ -80,13 +117,13 @@ pub fn reduce_window(
 /// output starts at `init` everywhere and overlapping windows accumulate. Padding
 /// positions are never selected, and a window of padding only scatters nothing
 /// (XLA's behaviour, see openxla/stablehlo#731).
-pub fn select_and_scatter(
-    operand: &Tensor<f32>,
-    source: &Tensor<f32>,
-    init: f32,
+pub fn select_and_scatter<T: FastFloat>(
+    operand: &Tensor<T>,
+    source: &Tensor<T>,
+    init: T,
     select: ir::CompareDirection,
     attrs: &ir::ScatterWindowAttrs,
     out_shape: &[usize],
-) -> Tensor<f32> {
+) -> Tensor<T> {
     reduce::select_and_scatter(operand, source, init, select, attrs, out_shape)
 }

@@ -1,4 +1,4 @@
-//! Fast f32 `stablehlo.reduce` with a known binary reducer, `reduce_window` and
+//! Fast `stablehlo.reduce` (f32/f64) with a known binary reducer, `reduce_window` and
 //! `select_and_scatter` (select by comparison, scatter by addition).
 //!
 //! Folds visit elements in row-major order of the reduced indices, as the generic
@@ -7,28 +7,29 @@
 
 use rayon::prelude::*;
 
-use super::layout::{compare_f32, dim_index, max_f32, min_f32, WindowTable};
+use super::float::FastFloat;
+use super::layout::{compare_fast, dim_index, max_fast, min_fast, WindowTable};
 use super::ReduceKind;
 use crate::tensor::{row_major_strides, Tensor};
 
 impl ReduceKind {
-    /// The reducer `a ⊕ b` with StableHLO semantics for f32.
+    /// The reducer `a ⊕ b` with StableHLO semantics.
     #[inline]
-    pub fn apply(self, a: f32, b: f32) -> f32 {
+    pub fn apply<T: FastFloat>(self, a: T, b: T) -> T {
         match self {
             ReduceKind::Add => a + b,
             ReduceKind::Mul => a * b,
-            ReduceKind::Max => max_f32(a, b),
-            ReduceKind::Min => min_f32(a, b),
+            ReduceKind::Max => max_fast(a, b),
+            ReduceKind::Min => min_fast(a, b),
         }
     }
 }
 
 /// `acc ⊕ xs[0] ⊕ xs[1] ⊕ …`.
-fn fold_run(kind: ReduceKind, acc: f32, xs: &[f32]) -> f32 {
+fn fold_run<T: FastFloat>(kind: ReduceKind, acc: T, xs: &[T]) -> T {
     const LANES: usize = 8;
     if kind == ReduceKind::Add && xs.len() >= 2 * LANES {
-        let mut lanes = [0f32; LANES];
+        let mut lanes = [T::ZERO; LANES];
         let chunks = xs.chunks_exact(LANES);
         let tail = chunks.remainder();
         for c in chunks {
@@ -43,13 +44,13 @@ fn fold_run(kind: ReduceKind, acc: f32, xs: &[f32]) -> f32 {
     xs.iter().fold(acc, |a, &x| kind.apply(a, x))
 }
 
-pub(crate) fn reduce(
-    input: &Tensor<f32>,
-    init: f32,
+pub(crate) fn reduce<T: FastFloat>(
+    input: &Tensor<T>,
+    init: T,
     kind: ReduceKind,
     dims: &[usize],
     out_shape: &[usize],
-) -> Tensor<f32> {
+) -> Tensor<T> {
     let rank = input.rank();
     assert!(
         dims.iter().all(|&d| d < rank),
@@ -134,16 +135,16 @@ impl WindowDim {
 /// visiting window offsets in row-major order; a padding or dilation-hole
 /// position contributes `init`, as in the spec's padded operand.
 #[allow(clippy::too_many_arguments)]
-fn fold_window(
-    data: &[f32],
+fn fold_window<T: FastFloat>(
+    data: &[T],
     dims: &[&WindowDim],
     coords: &[usize],
-    init: f32,
+    init: T,
     kind: ReduceKind,
     offset: usize,
     valid: bool,
-    acc: f32,
-) -> f32 {
+    acc: T,
+) -> T {
     let Some((d, rest)) = dims.split_first() else {
         return kind.apply(acc, if valid { data[offset] } else { init });
     };
@@ -161,21 +162,24 @@ fn fold_window(
     acc
 }
 
-pub(crate) fn reduce_window(
-    input: &Tensor<f32>,
-    init: f32,
-    kind: ReduceKind,
+/// Computes one value per `reduce_window` output element, in parallel over the
+/// outermost output dimension: `per_output(active dims, their output coords,
+/// source offset of the identity dims)` with the window geometry of `attrs`.
+fn map_windows<R: Copy + Send>(
+    input_shape: &[usize],
     attrs: &ir::WindowAttrs,
     out_shape: &[usize],
-) -> Tensor<f32> {
-    let rank = input.rank();
+    fill: R,
+    per_output: impl Fn(&[&WindowDim], &[usize], usize) -> R + Sync,
+) -> Vec<R> {
+    let rank = input_shape.len();
     assert_eq!(out_shape.len(), rank, "reduce_window result rank");
     let get = |v: &[i64], d: usize, default: i64| v.get(d).copied().unwrap_or(default);
-    let strides = input.strides();
+    let strides = row_major_strides(input_shape);
     let wdims: Vec<WindowDim> = (0..rank)
         .map(|d| WindowDim {
             table: WindowTable::new(
-                input.shape[d],
+                input_shape[d],
                 out_shape[d],
                 dim_index(get(&attrs.window_dimensions, d, 1), "window dimension"),
                 get(&attrs.window_strides, d, 1),
@@ -186,9 +190,9 @@ pub(crate) fn reduce_window(
             src_stride: strides[d],
         })
         .collect();
-    let mut out = vec![init; out_shape.iter().product()];
+    let mut out = vec![fill; out_shape.iter().product()];
     if out.is_empty() {
-        return Tensor::new(out_shape.to_vec(), out);
+        return out;
     }
     let identity: Vec<bool> = wdims.iter().map(WindowDim::is_identity).collect();
     let active: Vec<&WindowDim> = wdims
@@ -198,45 +202,204 @@ pub(crate) fn reduce_window(
         .map(|(w, _)| w)
         .collect();
     let out_strides = row_major_strides(out_shape);
-    // Parallel over the outermost output dimension; every element is independent.
+    // Every element is independent.
     let chunk = out_strides.first().copied().unwrap_or(1).max(1);
     out.par_chunks_mut(chunk)
         .enumerate()
         .for_each(|(c, block)| {
-            let mut coords = vec![0usize; rank];
             let mut active_coords = Vec::with_capacity(active.len());
             for (j, slot) in block.iter_mut().enumerate() {
                 let flat = c * chunk + j;
                 let mut base = 0;
                 active_coords.clear();
                 for d in 0..rank {
-                    coords[d] = (flat / out_strides[d]) % out_shape[d];
+                    let coord = (flat / out_strides[d]) % out_shape[d];
                     if identity[d] {
-                        base += coords[d] * wdims[d].src_stride;
+                        base += coord * wdims[d].src_stride;
                     } else {
-                        active_coords.push(coords[d]);
+                        active_coords.push(coord);
                     }
                 }
-                *slot = fold_window(
-                    &input.data,
-                    &active,
-                    &active_coords,
-                    init,
-                    kind,
-                    base,
-                    true,
-                    init,
-                );
+                *slot = per_output(&active, &active_coords, base);
             }
         });
+    out
+}
+
+pub(crate) fn reduce_window<T: FastFloat>(
+    input: &Tensor<T>,
+    init: T,
+    kind: ReduceKind,
+    attrs: &ir::WindowAttrs,
+    out_shape: &[usize],
+) -> Tensor<T> {
+    let out = map_windows(
+        &input.shape,
+        attrs,
+        out_shape,
+        init,
+        |active, coords, base| {
+            fold_window(&input.data, active, coords, init, kind, base, true, init)
+        },
+    );
     Tensor::new(out_shape.to_vec(), out)
+}
+
+/// A max/min fold that remembers where its accumulator came from: `None` for
+/// the init value (which padding positions also read), `Some(i)` for source
+/// element `i`.
+type Chosen<T> = (T, Option<usize>);
+
+/// Folds one window like [`fold_window`] with a max/min reducer, choosing per
+/// step between the accumulator and the next element by [`replaces`].
+#[allow(clippy::too_many_arguments)]
+fn choose_in_window<T: FastFloat>(
+    data: &[T],
+    dims: &[&WindowDim],
+    coords: &[usize],
+    init: T,
+    kind: ReduceKind,
+    offset: usize,
+    valid: bool,
+    acc: Chosen<T>,
+) -> Chosen<T> {
+    let Some((d, rest)) = dims.split_first() else {
+        let next = if valid {
+            (data[offset], Some(offset))
+        } else {
+            (init, None)
+        };
+        return if replaces(kind, acc.0, next.0) {
+            next
+        } else {
+            acc
+        };
+    };
+    let (o, rest_coords) = (coords[0], &coords[1..]);
+    let mut acc = acc;
+    for w in 0..d.table.window {
+        let i = d.table.row(w)[o];
+        let (ok, off) = if i >= 0 && valid {
+            (true, offset + i as usize * d.src_stride)
+        } else {
+            (false, offset)
+        };
+        acc = choose_in_window(data, rest, rest_coords, init, kind, off, ok, acc);
+    }
+    acc
+}
+
+/// Whether the max/min fold step `acc ⊕ x` yields `x` rather than `acc`, with
+/// the generic evaluator's rule (`Scalar::max`/`min`): a NaN accumulator stays,
+/// a NaN element takes over, `+0` beats `-0` for max (`-0` for min), and on an
+/// exact tie the accumulator (the earlier element) stays.
+#[inline]
+pub(crate) fn replaces<T: FastFloat>(kind: ReduceKind, acc: T, x: T) -> bool {
+    if acc.is_nan() {
+        return false;
+    }
+    if x.is_nan() {
+        return true;
+    }
+    match kind {
+        ReduceKind::Max => x > acc || (x == acc && acc.is_sign_negative() && x.is_sign_positive()),
+        ReduceKind::Min => x < acc || (x == acc && acc.is_sign_positive() && x.is_sign_negative()),
+        ReduceKind::Add | ReduceKind::Mul => panic!("replaces: {kind:?} is not a selection"),
+    }
+}
+
+pub(crate) fn reduce_window_choices<T: FastFloat>(
+    input: &Tensor<T>,
+    init: T,
+    kind: ReduceKind,
+    attrs: &ir::WindowAttrs,
+    out_shape: &[usize],
+) -> Vec<Option<usize>> {
+    assert!(
+        matches!(kind, ReduceKind::Max | ReduceKind::Min),
+        "reduce_window_choices needs a max or min reducer"
+    );
+    map_windows(
+        &input.shape,
+        attrs,
+        out_shape,
+        None,
+        |active, coords, base| {
+            choose_in_window(
+                &input.data,
+                active,
+                coords,
+                init,
+                kind,
+                base,
+                true,
+                (init, None),
+            )
+            .1
+        },
+    )
+}
+
+/// For every output of `reduce` with a max/min reducer: the source element the
+/// fold ends on (`None`: the init value), visiting each output's elements in
+/// row-major order of the reduced indices as the generic evaluator does.
+pub(crate) fn reduce_choices<T: FastFloat>(
+    input: &Tensor<T>,
+    init: T,
+    kind: ReduceKind,
+    dims: &[usize],
+    out_shape: &[usize],
+) -> Vec<Option<usize>> {
+    assert!(
+        matches!(kind, ReduceKind::Max | ReduceKind::Min),
+        "reduce_choices needs a max or min reducer"
+    );
+    let rank = input.rank();
+    assert!(
+        dims.iter().all(|&d| d < rank),
+        "reduce dimension out of range"
+    );
+    let kept: Vec<usize> = (0..rank)
+        .filter(|d| !dims.contains(d))
+        .map(|d| input.shape[d])
+        .collect();
+    assert_eq!(kept, out_shape, "reduce result shape");
+    let mut acc: Vec<Chosen<T>> = vec![(init, None); out_shape.iter().product()];
+    // Output stride of every input dimension (0 for reduced ones): memory order
+    // visits each output's elements in row-major order of the reduced indices.
+    let mut out_strides = vec![0usize; rank];
+    let mut s = 1;
+    for d in (0..rank).rev() {
+        if !dims.contains(&d) {
+            out_strides[d] = s;
+            s *= input.shape[d];
+        }
+    }
+    let mut counter = vec![0usize; rank];
+    let mut at = 0usize;
+    for (i, &x) in input.data.iter().enumerate() {
+        let slot = &mut acc[at];
+        if replaces(kind, slot.0, x) {
+            *slot = (x, Some(i));
+        }
+        for d in (0..rank).rev() {
+            counter[d] += 1;
+            at += out_strides[d];
+            if counter[d] < input.shape[d] {
+                break;
+            }
+            at -= out_strides[d] * counter[d];
+            counter[d] = 0;
+        }
+    }
+    acc.into_iter().map(|(_, i)| i).collect()
 }
 
 /// The source index selected in one window: the first valid position, replaced by
 /// a later one `x` whenever `compare(selected, x, select)` is false. Padding is
 /// never selected; `None` when the window holds only padding.
-fn select_in_window(
-    data: &[f32],
+fn select_in_window<T: FastFloat>(
+    data: &[T],
     dims: &[&WindowDim],
     coords: &[usize],
     select: ir::CompareDirection,
@@ -245,7 +408,7 @@ fn select_in_window(
 ) -> Option<usize> {
     let Some((d, rest)) = dims.split_first() else {
         return match best {
-            Some(b) if compare_f32(data[b], data[offset], select) => Some(b),
+            Some(b) if compare_fast(data[b], data[offset], select) => Some(b),
             _ => Some(offset),
         };
     };
@@ -267,14 +430,14 @@ fn select_in_window(
     best
 }
 
-pub(crate) fn select_and_scatter(
-    operand: &Tensor<f32>,
-    source: &Tensor<f32>,
-    init: f32,
+pub(crate) fn select_and_scatter<T: FastFloat>(
+    operand: &Tensor<T>,
+    source: &Tensor<T>,
+    init: T,
     select: ir::CompareDirection,
     attrs: &ir::ScatterWindowAttrs,
     out_shape: &[usize],
-) -> Tensor<f32> {
+) -> Tensor<T> {
     let rank = operand.rank();
     assert_eq!(
         out_shape,
@@ -305,7 +468,11 @@ pub(crate) fn select_and_scatter(
     let identity: Vec<bool> = wdims.iter().map(WindowDim::is_identity).collect();
     // Leading identity dimensions (batch, channels) split the problem into
     // independent blocks: no window crosses them, so scatters never collide.
-    let lead = identity.iter().take_while(|&&id| id).count();
+    // An identity dimension of a strided size-1 window reads fewer operand
+    // positions than it has (source extent < operand extent): it does not split.
+    let lead = (0..rank)
+        .take_while(|&d| identity[d] && operand.shape[d] == source.shape[d])
+        .count();
     let op_block: usize = operand.shape[lead..].iter().product();
     let src_block: usize = source.shape[lead..].iter().product();
     let src_strides_in_block = row_major_strides(&source.shape[lead..]);

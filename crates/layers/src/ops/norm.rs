@@ -17,6 +17,10 @@ pub struct Standardized {
     pub istd: ValueId,
     /// M: the number of elements each statistic reduces.
     pub count: i64,
+    /// The mean and biased variance, shaped by the kept dims (`[C]` for batch
+    /// BN): what a batch-BN train step reports for the host's running stats.
+    pub mean: ValueId,
+    pub var: ValueId,
 }
 
 /// Dimensions of a rank-`rank` tensor not in `reduce`, in order (the dims the
@@ -45,7 +49,13 @@ pub fn standardize(fb: &mut FuncBuilder, x: ValueId, reduce: &[i64], eps: f64) -
     let istd = fb.unary(UnaryOp::Rsqrt, var_eps)?;
     let istd = fb.bcast(istd, &kept, &shape)?;
     let xhat = fb.mul(centred, istd)?;
-    Ok(Standardized { xhat, istd, count })
+    Ok(Standardized {
+        xhat,
+        istd,
+        count,
+        mean,
+        var,
+    })
 }
 
 /// `γ·x̂ + β` with γ, β of one dim (`affine_dim` of x) broadcast.
@@ -166,6 +176,18 @@ impl BatchNorm {
     }
 }
 
+impl BatchNorm {
+    /// `(mean, biased var)` this layer's forward computed (`[C]` in the Batch
+    /// world, `[N, C]` per example), read from its `Saved`; `None` in the Eval
+    /// world, which computes no statistics.
+    pub fn saved_stats(saved: &Saved) -> Option<(ValueId, ValueId)> {
+        match saved.values.as_slice() {
+            [mean, var] => Some((*mean, *var)),
+            _ => None,
+        }
+    }
+}
+
 impl CertLayer for BatchNorm {
     fn name(&self) -> String {
         format!("batchnorm {:?} C={} ε={:e}", self.world, self.ch, self.eps)
@@ -203,12 +225,21 @@ impl CertLayer for BatchNorm {
         params: &[ValueId],
         _: &mut Sites,
     ) -> R<Saved> {
-        let xhat = match self.world {
-            BnWorld::Eval => self.eval_standardize(fb, x, params[2], params[3])?.0,
-            _ => standardize(fb, x, self.reduce_dims(), self.eps)?.xhat,
+        let (xhat, stats) = match self.world {
+            BnWorld::Eval => (self.eval_standardize(fb, x, params[2], params[3])?.0, None),
+            _ => {
+                let s = standardize(fb, x, self.reduce_dims(), self.eps)?;
+                (s.xhat, Some([s.mean, s.var]))
+            }
         };
         let y = affine(fb, xhat, params[0], params[1], 1)?;
-        Ok(Saved::leaf(y))
+        // The statistics the forward computed ride along in `values`, so a train
+        // step can output them without emitting them a second time.
+        Ok(Saved {
+            output: Some(y),
+            values: stats.map(Vec::from).unwrap_or_default(),
+            children: Vec::new(),
+        })
     }
 
     fn backward(

@@ -1,0 +1,447 @@
+//! The train-step tie: the rendered step's θ' is the optimizer tail applied to
+//! ∂Loss/∂θ. At a random point the step is evaluated in f64 (bf16 converts
+//! are the identity there: "certified at identity rounding"); the gradient g
+//! of every parameter is recovered from the step's outputs (SGD: (θ − θ')/lr;
+//! Nesterov: v' − μv; AdamW: (m' − β1·m)/(1 − β1)); the tail formula of
+//! REFERENCE §6.3 replayed in f64 from (θ, m, v, g) must reproduce θ', m', v';
+//! and each g_b is tied to an oracle that never sees the step: the directional
+//! derivative of the standalone loss forward (`chain_with_loss()` built with
+//! `layers::tie_funcs`) along a random v_b, by dual numbers, against ⟨g_b, v_b⟩.
+
+use crate::rng::Rng;
+use crate::tie::Verdict;
+use den::{eval_func, Dual, EvalOptions, Tensor, Value};
+use ir::{ElemType, Module};
+use layers::net::NetSpec;
+use layers::trainstep::{
+    step_signature, Optimizer, SlotKind, StepSignature, ADAMW_WEIGHT_DECAY, ADAM_BETA1, ADAM_BETA2,
+    ADAM_EPS, NESTEROV_MU,
+};
+use layers::{tie_funcs, Init};
+use std::time::Instant;
+
+#[derive(Clone, Debug)]
+pub struct StepTieOptions {
+    pub seed: u64,
+    /// Oracle probes per parameter block.
+    pub probes: usize,
+    /// |⟨g_b, v_b⟩ − ∂_v L| ≤ tol · (Σ|g_b⊙v_b| + |∂_v L| + ‖v_b‖): the terms
+    /// of both sides, floored by the unit-scale form (as `cert::tie`, with the
+    /// loss cotangent u = 1), since a block whose true gradient is zero (a
+    /// conv bias in front of a batch norm) has only rounding noise as terms.
+    pub gradient_tolerance: f64,
+    /// |replayed − output| ≤ tol · (max|θ| + max|output| + max|lr·g|) per tensor.
+    pub tail_tolerance: f64,
+    /// The learning rate and step count (for bc1, bc2) at the point.
+    pub lr: f64,
+    pub t: u32,
+}
+
+impl Default for StepTieOptions {
+    fn default() -> Self {
+        StepTieOptions {
+            seed: 0,
+            probes: 1,
+            gradient_tolerance: 1e-8,
+            tail_tolerance: 1e-10,
+            lr: 0.5,
+            t: 3,
+        }
+    }
+}
+
+/// One parameter block's gradient tie.
+#[derive(Clone, Debug)]
+pub struct BlockTie {
+    pub param: String,
+    /// ⟨g_b, v_b⟩ from the step.
+    pub claimed: f64,
+    /// ∂L along v_b from the oracle.
+    pub oracle: f64,
+    /// |claimed − oracle| over the tolerance's scale.
+    pub relative_gap: f64,
+}
+
+#[derive(Clone, Debug)]
+pub struct StepTieReport {
+    pub func: String,
+    pub optimizer: Optimizer,
+    pub batch: i64,
+    pub blocks: Vec<BlockTie>,
+    /// Largest scaled gap of the replayed tail over every θ', m', v'.
+    pub tail_gap: f64,
+    /// |loss(step) − loss(oracle)| / |loss(oracle)|.
+    pub loss_gap: f64,
+    /// Smallest decision margin of the oracle forward at the point.
+    pub min_margin: Option<f64>,
+    pub verdict: Verdict,
+    pub seconds: f64,
+}
+
+impl StepTieReport {
+    pub fn certified(&self) -> bool {
+        self.verdict == Verdict::Certified
+    }
+}
+
+/// `gap ≤ tol`, false for NaN (a NaN gap is never within tolerance).
+fn within(gap: f64, tol: f64) -> bool {
+    gap <= tol
+}
+
+fn f32c(x: f64) -> f64 {
+    x as f32 as f64
+}
+
+fn shape(ty: &ir::TensorType) -> Vec<usize> {
+    ty.shape.iter().map(|&d| d as usize).collect()
+}
+
+/// A point of the step's inputs: data-like images, parameters by their init,
+/// moments, one-hot rows, and host-side scalars.
+fn sample(
+    sig: &StepSignature,
+    net: &NetSpec,
+    rng: &mut Rng,
+    opts: &StepTieOptions,
+) -> Vec<Tensor<f64>> {
+    let inits: Vec<Init> = net
+        .param_specs()
+        .map(|ps| ps.into_iter().map(|p| p.init).collect())
+        .unwrap_or_default();
+    let mut param_at = 0;
+    sig.inputs
+        .iter()
+        .map(|s| {
+            let sh = shape(&s.ty);
+            let n: usize = sh.iter().product();
+            let mut draw = |f: &mut dyn FnMut(&mut Rng) -> f64| {
+                Tensor::new(sh.clone(), (0..n).map(|_| f(rng)).collect())
+            };
+            match s.kind {
+                SlotKind::Images => draw(&mut |r| r.normal()),
+                SlotKind::Param => {
+                    let init = inits
+                        .get(param_at)
+                        .cloned()
+                        .unwrap_or(Init::Normal { std: 0.5 });
+                    param_at += 1;
+                    draw(&mut |r| {
+                        let z = r.normal();
+                        match init {
+                            Init::Zeros => 0.1 * z,
+                            Init::Ones => 1.0 + 0.25 * z,
+                            Init::HeNormal { fan_in } => z * (2.0 / fan_in.max(1) as f64).sqrt(),
+                            Init::Normal { std } => z * std,
+                        }
+                    })
+                }
+                SlotKind::M => draw(&mut |r| 0.01 * r.normal()),
+                SlotKind::V => draw(&mut |r| 1e-4 * r.normal().abs()),
+                SlotKind::Lr => Tensor::new(vec![], vec![opts.lr]),
+                SlotKind::Bc1 => {
+                    Tensor::new(vec![], vec![f32c(1.0 - ADAM_BETA1.powi(opts.t as i32))])
+                }
+                SlotKind::Bc2 => {
+                    Tensor::new(vec![], vec![f32c(1.0 - ADAM_BETA2.powi(opts.t as i32))])
+                }
+                SlotKind::RunningMean => draw(&mut |r| 0.1 * r.normal()),
+                SlotKind::RunningVar => draw(&mut |r| 1.0 + 0.1 * r.normal().abs()),
+                SlotKind::OneHot => {
+                    let k = sh[1];
+                    let mut t = Tensor::filled(sh.clone(), 0.0);
+                    for b in 0..sh[0] {
+                        let c = (rng.next_u64() % k as u64) as usize;
+                        t.data[b * k + c] = 1.0;
+                    }
+                    t
+                }
+                _ => Tensor::filled(sh.clone(), 0.0),
+            }
+        })
+        .collect()
+}
+
+fn as_values<S: den::Scalar>(ts: &[Tensor<f64>]) -> Vec<Value<S>> {
+    ts.iter()
+        .map(|t| Value::Float(t.map(|&x| S::from_f64(x).expect("finite")), ElemType::F32))
+        .collect()
+}
+
+/// The tail replayed in f64 from (θ, m, v, g), in the step's operation order
+/// and with its f32 constants: `(θ', m', v')`.
+#[allow(clippy::too_many_arguments)]
+fn replay(
+    opt: Optimizer,
+    lr: f64,
+    bc1: f64,
+    bc2: f64,
+    th: f64,
+    m: f64,
+    v: f64,
+    g: f64,
+) -> (f64, f64, f64) {
+    match opt {
+        Optimizer::Sgd => (th - lr * g, m, v),
+        Optimizer::Nesterov => {
+            let mu = f32c(NESTEROV_MU);
+            let vn = mu * v + g;
+            (th - lr * (g + mu * vn), m, vn)
+        }
+        Optimizer::AdamW => {
+            let (b1, ob1) = (f32c(ADAM_BETA1), f32c(1.0 - ADAM_BETA1));
+            let (b2, ob2) = (f32c(ADAM_BETA2), f32c(1.0 - ADAM_BETA2));
+            let mn = b1 * m + ob1 * g;
+            let vn = b2 * v + ob2 * (g * g);
+            let upd = (mn / bc1) / ((vn / bc2).sqrt() + f32c(ADAM_EPS));
+            let moved = th - lr * upd;
+            (moved - lr * (f32c(ADAMW_WEIGHT_DECAY) * th), mn, vn)
+        }
+    }
+}
+
+/// g recovered from the step's outputs.
+#[allow(clippy::too_many_arguments)]
+fn recover(
+    opt: Optimizer,
+    lr: f64,
+    th: f64,
+    th_new: f64,
+    m: f64,
+    m_new: f64,
+    v: f64,
+    v_new: f64,
+) -> f64 {
+    match opt {
+        Optimizer::Sgd => (th - th_new) / lr,
+        Optimizer::Nesterov => v_new - f32c(NESTEROV_MU) * v,
+        Optimizer::AdamW => (m_new - f32c(ADAM_BETA1) * m) / f32c(1.0 - ADAM_BETA1),
+    }
+}
+
+/// Certify the rendered train step `step` of `net` (batch `batch`, optimizer
+/// `opt`) at one random point.
+pub fn certify_train_step(
+    net: &NetSpec,
+    batch: i64,
+    opt: Optimizer,
+    step: &Module,
+    opts: &StepTieOptions,
+) -> StepTieReport {
+    let t0 = Instant::now();
+    let mut report = StepTieReport {
+        func: String::new(),
+        optimizer: opt,
+        batch,
+        blocks: Vec::new(),
+        tail_gap: 0.0,
+        loss_gap: 0.0,
+        min_margin: None,
+        verdict: Verdict::Certified,
+        seconds: 0.0,
+    };
+    let verdict = run(net, batch, opt, step, opts, &mut report);
+    report.verdict = match verdict {
+        Ok(v) => v,
+        Err(reason) => Verdict::Undecided { reason },
+    };
+    report.seconds = t0.elapsed().as_secs_f64();
+    report
+}
+
+fn run(
+    net: &NetSpec,
+    batch: i64,
+    opt: Optimizer,
+    step: &Module,
+    opts: &StepTieOptions,
+    report: &mut StepTieReport,
+) -> Result<Verdict, String> {
+    let sig = step_signature(net, batch, opt).map_err(|e| e.to_string())?;
+    report.func = sig.func.clone();
+    let f = step
+        .func(&sig.func)
+        .ok_or_else(|| format!("the module has no @{}", sig.func))?;
+    let want: Vec<_> = sig.inputs.iter().map(|s| s.ty.clone()).collect();
+    if f.param_types() != want {
+        return Err(format!(
+            "@{} does not have the packed signature of {}",
+            sig.func, net.name
+        ));
+    }
+    let mut rng = Rng::new(opts.seed);
+    let point = sample(&sig, net, &mut rng, opts);
+    let eval_opts = EvalOptions {
+        fast: false,
+        ..Default::default()
+    };
+    let outs: Vec<Tensor<f64>> = eval_func::<f64>(step, &sig.func, as_values(&point), &eval_opts)
+        .map_err(|e| format!("evaluating the step: {e}"))?
+        .outputs
+        .into_iter()
+        .map(|v| v.into_float().ok_or("non-float step output"))
+        .collect::<Result<_, _>>()?;
+
+    let pos_in = |k| sig.input_positions(k);
+    let pos_out = |k| sig.output_positions(k);
+    let scalar = |k| point[pos_in(k)[0]].data[0];
+    let (lr, bc1, bc2) = (
+        scalar(SlotKind::Lr),
+        scalar(SlotKind::Bc1),
+        scalar(SlotKind::Bc2),
+    );
+    let names: Vec<String> = pos_in(SlotKind::Param)
+        .iter()
+        .map(|&i| sig.inputs[i].name.clone())
+        .collect();
+    let (ti, mi, vi) = (
+        pos_in(SlotKind::Param),
+        pos_in(SlotKind::M),
+        pos_in(SlotKind::V),
+    );
+    let (to, mo, vo) = (
+        pos_out(SlotKind::Param),
+        pos_out(SlotKind::M),
+        pos_out(SlotKind::V),
+    );
+
+    // 1. Recover g and replay the tail.
+    let mut grads = Vec::new();
+    for b in 0..names.len() {
+        let (th, m, v) = (&point[ti[b]], &point[mi[b]], &point[vi[b]]);
+        let (thn, mn, vn) = (&outs[to[b]], &outs[mo[b]], &outs[vo[b]]);
+        let g: Vec<f64> = (0..th.len())
+            .map(|i| {
+                recover(
+                    opt,
+                    lr,
+                    th.data[i],
+                    thn.data[i],
+                    m.data[i],
+                    mn.data[i],
+                    v.data[i],
+                    vn.data[i],
+                )
+            })
+            .collect();
+        let max = |t: &[f64]| t.iter().fold(0.0f64, |a, x| a.max(x.abs()));
+        for (which, out, k) in [("θ'", thn, 0), ("m'", mn, 1), ("v'", vn, 2)] {
+            let scale = max(&th.data) + max(&out.data) + lr * max(&g) + f64::MIN_POSITIVE;
+            for (i, &gi) in g.iter().enumerate() {
+                let r = replay(opt, lr, bc1, bc2, th.data[i], m.data[i], v.data[i], gi);
+                let want = [r.0, r.1, r.2][k];
+                let gap = (want - out.data[i]).abs() / scale;
+                report.tail_gap = report.tail_gap.max(gap);
+                if !within(gap, opts.tail_tolerance) {
+                    return Ok(Verdict::Refuted {
+                        block: format!("{which} of {}", names[b]),
+                        detail: format!(
+                            "the {} tail replayed from (θ, m, v, g) gives {want:.9e} at {}, the step outputs {:.9e} (scaled gap {gap:.2e} > {:.0e})",
+                            opt.name(),
+                            crate::tie::multi_index(i, &th.shape),
+                            out.data[i],
+                            opts.tail_tolerance
+                        ),
+                    });
+                }
+            }
+        }
+        grads.push(g);
+    }
+
+    // 2. The oracle: the standalone loss forward, over dual numbers.
+    let chain = net.chain_with_loss().map_err(|e| e.to_string())?;
+    let x4_ty = net.input_type(batch);
+    let funcs = tie_funcs(&chain, &x4_ty).map_err(|e| e.to_string())?;
+    if funcs.params.len() != names.len() + 1 {
+        return Err("the loss forward's parameters are not θ and the target".into());
+    }
+    let oracle_module = funcs.module();
+    let x4 = Tensor::new(shape(&x4_ty), point[0].data.clone());
+    let mut oracle_point = vec![x4];
+    oracle_point.extend(ti.iter().map(|&i| point[i].clone()));
+    oracle_point.push(point[pos_in(SlotKind::OneHot)[0]].clone());
+    let jvp = |block: Option<(usize, &Tensor<f64>)>,
+               record: bool|
+     -> Result<(f64, f64, Vec<den::Margin>), String> {
+        let inputs: Vec<Value<Dual<f64>>> = oracle_point
+            .iter()
+            .enumerate()
+            .map(|(k, t)| {
+                let tangent = |i: usize| match block {
+                    Some((b, v)) if b + 1 == k => v.data[i],
+                    _ => 0.0,
+                };
+                Value::Float(
+                    Tensor::new(
+                        t.shape.clone(),
+                        t.data
+                            .iter()
+                            .enumerate()
+                            .map(|(i, &x)| Dual::new(x, tangent(i)))
+                            .collect(),
+                    ),
+                    ElemType::F32,
+                )
+            })
+            .collect();
+        let o = EvalOptions {
+            fast: false,
+            record_margins: record,
+            replicas: 1,
+        };
+        let ev = eval_func::<Dual<f64>>(&oracle_module, "forward", inputs, &o)
+            .map_err(|e| format!("oracle forward: {e}"))?;
+        let y = ev.outputs[0].as_float().ok_or("oracle output")?.data[0].clone();
+        Ok((y.value, y.tangent, ev.margins))
+    };
+    let (loss, _, margins) = jvp(None, true)?;
+    if let Some(m) = margins.iter().find(|m| m.ties > 0) {
+        return Err(format!(
+            "the point sits on a kink ({} #{}, margin 0)",
+            m.op, m.op_index
+        ));
+    }
+    report.min_margin = margins.iter().map(|m| m.min).reduce(f64::min);
+    let step_loss = outs[pos_out(SlotKind::Loss)[0]].data[0];
+    report.loss_gap = (step_loss - loss).abs() / loss.abs().max(f64::MIN_POSITIVE);
+    if !within(report.loss_gap, opts.gradient_tolerance) {
+        return Ok(Verdict::Refuted {
+            block: "loss".into(),
+            detail: format!(
+                "the step reports loss {step_loss:.12e}, the standalone forward {loss:.12e}"
+            ),
+        });
+    }
+
+    // 3. Tie each gradient block to the oracle.
+    for (b, g) in grads.iter().enumerate() {
+        for _ in 0..opts.probes {
+            let sh = point[ti[b]].shape.clone();
+            let v = Tensor::new(sh, (0..g.len()).map(|_| rng.normal()).collect());
+            let (_, dl, _) = jvp(Some((b, &v)), false)?;
+            let claimed: f64 = g.iter().zip(&v.data).map(|(a, b)| a * b).sum();
+            let terms: f64 = g.iter().zip(&v.data).map(|(a, b)| (a * b).abs()).sum();
+            let norm_v = v.data.iter().map(|x| x * x).sum::<f64>().sqrt();
+            let scale = terms + dl.abs() + norm_v;
+            let gap = (claimed - dl).abs() / scale;
+            report.blocks.push(BlockTie {
+                param: names[b].clone(),
+                claimed,
+                oracle: dl,
+                relative_gap: gap,
+            });
+            if !within(gap, opts.gradient_tolerance) {
+                return Ok(Verdict::Refuted {
+                    block: format!("d{}", names[b]),
+                    detail: format!(
+                        "⟨g, v⟩ = {claimed:.12e} from the step, ∂L·v = {dl:.12e} from the standalone forward (ratio {:.6}, scaled gap {gap:.2e} > {:.0e})",
+                        claimed / dl,
+                        opts.gradient_tolerance
+                    ),
+                });
+            }
+        }
+    }
+    Ok(Verdict::Certified)
+}

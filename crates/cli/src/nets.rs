@@ -1,0 +1,116 @@
+//! `certgrad nets`: list the built-in nets (and a user's net file) with their
+//! input shape, BN world and parameter layout size, all derived from the
+//! NetSpec.
+
+use anyhow::{anyhow, Result};
+use layers::net::{catalog, NetSpec};
+use std::path::Path;
+
+/// One table row: name, input C×H×W, classes, BN world, layers, tensors, floats.
+fn row(net: &NetSpec) -> Result<String> {
+    let (tensors, floats) = net.param_count().map_err(|e| anyhow!("{e}"))?;
+    let (c, h, w) = net.input;
+    Ok(format!(
+        "{:<14} {:>10} {:>7} {:<11} {:>6} {:>7} {:>9}",
+        net.name,
+        format!("{c}×{h}×{w}"),
+        net.classes,
+        net.bn_world()
+            .map_or("none".to_string(), |w| format!("{w:?}")),
+        net.layers.len(),
+        tensors,
+        group_thousands(floats)
+    ))
+}
+
+/// `52858` → `52,858`.
+fn group_thousands(n: i64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    // A comma before every digit with a multiple of three digits after it.
+    let mut after = digits.len();
+    for ch in digits.chars() {
+        if after != digits.len() && after / 3 * 3 == after {
+            out.push(',');
+        }
+        out.push(ch);
+        after -= 1;
+    }
+    out
+}
+
+pub fn nets(file: Option<&Path>) -> Result<()> {
+    println!(
+        "{:<14} {:>10} {:>7} {:<11} {:>6} {:>7} {:>9}",
+        "net", "input", "classes", "BN world", "layers", "tensors", "floats"
+    );
+    match file {
+        Some(path) => {
+            let net = NetSpec::load(path).map_err(|e| anyhow!("{e}"))?;
+            println!("{}", row(&net)?);
+        }
+        None => {
+            for net in catalog() {
+                println!("{}", row(&net)?);
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rows_show_the_reference_parameter_counts() {
+        let r = row(&layers::net::by_name("cifar8").unwrap()).unwrap();
+        assert!(
+            r.contains("3×32×32") && r.contains(" 22 ") && r.ends_with("52,858"),
+            "{r}"
+        );
+        let r = row(&layers::net::by_name("cifar8w").unwrap()).unwrap();
+        assert!(r.ends_with("373,626"), "{r}");
+        let r = row(&layers::net::by_name("cifar8-bbn").unwrap()).unwrap();
+        assert!(r.contains("Batch") && r.contains(" 38 "), "{r}");
+        assert_eq!(group_thousands(999), "999");
+        assert_eq!(group_thousands(1000), "1,000");
+    }
+
+    #[test]
+    fn certify_net_writes_a_certificate_for_the_example_file() {
+        let example = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/nets/tiny.toml");
+        let out = std::env::temp_dir().join(format!("certgrad-net-{}.json", std::process::id()));
+        let code = crate::certify::certify_net(&crate::certify::NetArgs {
+            net: example,
+            batch: 2,
+            seed: 1,
+            probes: None,
+            points: None,
+            json: Some(&out),
+        })
+        .unwrap();
+        assert_eq!(code, 0);
+        let doc: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+        std::fs::remove_file(&out).ok();
+        assert_eq!(doc["certified"], true);
+        assert_eq!(
+            doc["parameter_ties"]["blocks"].as_array().unwrap().len(),
+            14
+        );
+        assert_eq!(
+            doc["whole_net_tie"]["site_margins"][2]["site"],
+            "stage2.pool.pool"
+        );
+        assert!(crate::certify::certify_net(&crate::certify::NetArgs {
+            net: "no-such-net",
+            batch: 1,
+            seed: 0,
+            probes: None,
+            points: None,
+            json: None,
+        })
+        .is_err());
+    }
+}
