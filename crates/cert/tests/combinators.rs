@@ -5,7 +5,7 @@ use cert::{certify_layer, TieOptions, Verdict};
 use ir::{FuncBuilder, TensorType, ValueId};
 use layers::emit::R;
 use layers::ops::activation::Relu;
-use layers::{comp, CertLayer, Emit, Grads, LayerError, ParamSpec, Residual, Saved, Sites};
+use layers::{comp, CertLayer, Emit, Grads, LayerError, Residual, Saved, Sites};
 
 fn t(shape: &[i64]) -> TensorType {
     TensorType::f32(shape.to_vec())
@@ -28,9 +28,6 @@ impl CertLayer for ReluNoMask {
     }
     fn output_type(&self, input: &TensorType) -> Result<TensorType, LayerError> {
         Ok(input.clone())
-    }
-    fn params(&self, _: &TensorType) -> Vec<ParamSpec> {
-        Vec::new()
     }
     fn forward(&self, fb: &mut FuncBuilder, x: ValueId, p: &[ValueId], s: &mut Sites) -> R<Saved> {
         Relu.forward(fb, x, p, s)
@@ -68,9 +65,6 @@ impl CertLayer for Shift {
     }
     fn output_type(&self, input: &TensorType) -> Result<TensorType, LayerError> {
         Ok(input.clone())
-    }
-    fn params(&self, _: &TensorType) -> Vec<ParamSpec> {
-        Vec::new()
     }
     fn forward(&self, fb: &mut FuncBuilder, x: ValueId, _: &[ValueId], _: &mut Sites) -> R<Saved> {
         let c = fb.splat_like(self.0, x);
@@ -110,9 +104,6 @@ impl CertLayer for CompAtWrongPoint {
     }
     fn output_type(&self, input: &TensorType) -> Result<TensorType, LayerError> {
         Ok(input.clone())
-    }
-    fn params(&self, _: &TensorType) -> Vec<ParamSpec> {
-        Vec::new()
     }
     fn forward(&self, fb: &mut FuncBuilder, x: ValueId, p: &[ValueId], s: &mut Sites) -> R<Saved> {
         let a = self.0.forward(fb, x, p, s)?;
@@ -159,9 +150,6 @@ impl CertLayer for ResidualNoSkip {
     fn output_type(&self, input: &TensorType) -> Result<TensorType, LayerError> {
         Ok(input.clone())
     }
-    fn params(&self, _: &TensorType) -> Vec<ParamSpec> {
-        Vec::new()
-    }
     fn forward(&self, fb: &mut FuncBuilder, x: ValueId, p: &[ValueId], s: &mut Sites) -> R<Saved> {
         Residual {
             body: Box::new(Relu),
@@ -203,9 +191,6 @@ fn a_point_on_a_kink_is_not_certified_and_names_the_site() {
         }
         fn output_type(&self, input: &TensorType) -> Result<TensorType, LayerError> {
             Ok(input.clone())
-        }
-        fn params(&self, _: &TensorType) -> Vec<ParamSpec> {
-            Vec::new()
         }
         fn forward(
             &self,

@@ -388,9 +388,6 @@ impl CertLayer for GapDividesByHOnly {
     fn output_type(&self, input: &TensorType) -> Result<TensorType, LayerError> {
         GlobalAvgPool.output_type(input)
     }
-    fn params(&self, _: &TensorType) -> Vec<ParamSpec> {
-        Vec::new()
-    }
     fn forward(&self, fb: &mut FuncBuilder, x: ValueId, p: &[ValueId], s: &mut Sites) -> R<Saved> {
         GlobalAvgPool.forward(fb, x, p, s)
     }

@@ -178,9 +178,6 @@ impl CertLayer for Pool3WithPool2Backward {
         assert_eq!(Ok(a.clone()), POOL2.output_type(input), "shape-preserving");
         Ok(a)
     }
-    fn params(&self, _: &TensorType) -> Vec<ParamSpec> {
-        Vec::new()
-    }
     fn forward(&self, fb: &mut FuncBuilder, x: ValueId, p: &[ValueId], s: &mut Sites) -> R<Saved> {
         POOL3.forward(fb, x, p, s)
     }
@@ -216,9 +213,6 @@ impl CertLayer for Pool3AssigningScatter {
     }
     fn output_type(&self, input: &TensorType) -> Result<TensorType, LayerError> {
         POOL3.output_type(input)
-    }
-    fn params(&self, _: &TensorType) -> Vec<ParamSpec> {
-        Vec::new()
     }
     fn forward(&self, fb: &mut FuncBuilder, x: ValueId, p: &[ValueId], s: &mut Sites) -> R<Saved> {
         POOL3.forward(fb, x, p, s)
@@ -438,9 +432,6 @@ impl CertLayer for Relu6NoUpperMask {
     fn output_type(&self, input: &TensorType) -> Result<TensorType, LayerError> {
         Ok(input.clone())
     }
-    fn params(&self, _: &TensorType) -> Vec<ParamSpec> {
-        Vec::new()
-    }
     fn forward(&self, fb: &mut FuncBuilder, x: ValueId, p: &[ValueId], s: &mut Sites) -> R<Saved> {
         Relu6.forward(fb, x, p, s)
     }
@@ -494,9 +485,6 @@ impl CertLayer for GeluErfBackward {
     }
     fn output_type(&self, input: &TensorType) -> Result<TensorType, LayerError> {
         Ok(input.clone())
-    }
-    fn params(&self, _: &TensorType) -> Vec<ParamSpec> {
-        Vec::new()
     }
     fn forward(&self, fb: &mut FuncBuilder, x: ValueId, p: &[ValueId], s: &mut Sites) -> R<Saved> {
         Gelu {

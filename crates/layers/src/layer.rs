@@ -139,8 +139,11 @@ pub trait CertLayer: Send + Sync {
     fn name(&self) -> String;
     /// The output type for an input type, or why the input does not fit.
     fn output_type(&self, input: &TensorType) -> Result<TensorType, LayerError>;
-    /// Parameters for an input type, in the order forward/backward take them.
-    fn params(&self, input: &TensorType) -> Vec<ParamSpec>;
+    /// Parameters for an input type, in the order forward/backward take them
+    /// (none by default: activations, pools, reshapes).
+    fn params(&self, _input: &TensorType) -> Vec<ParamSpec> {
+        Vec::new()
+    }
     /// Emit the forward; record kink sites in `sites`.
     fn forward(
         &self,

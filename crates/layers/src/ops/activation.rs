@@ -3,7 +3,7 @@
 //! kink sites.
 
 use crate::emit::{Emit, R};
-use crate::layer::{CertLayer, Grads, KinkKind, LayerError, ParamSpec, Saved, Sites};
+use crate::layer::{CertLayer, Grads, KinkKind, LayerError, Saved, Sites};
 use ir::{CompareDirection, FuncBuilder, TensorType, UnaryOp, ValueId};
 
 /// ReLU: `y = max(x, 0)`; backward `dx = x > 0 ? dy : 0` (strict mask, relu'(0) = 0).
@@ -16,9 +16,6 @@ impl CertLayer for Relu {
     }
     fn output_type(&self, input: &TensorType) -> Result<TensorType, LayerError> {
         Ok(input.clone())
-    }
-    fn params(&self, _: &TensorType) -> Vec<ParamSpec> {
-        Vec::new()
     }
     fn forward(
         &self,
@@ -61,9 +58,6 @@ impl CertLayer for Relu6 {
     }
     fn output_type(&self, input: &TensorType) -> Result<TensorType, LayerError> {
         Ok(input.clone())
-    }
-    fn params(&self, _: &TensorType) -> Vec<ParamSpec> {
-        Vec::new()
     }
     fn forward(
         &self,
@@ -111,9 +105,6 @@ impl CertLayer for Sigmoid {
     fn output_type(&self, input: &TensorType) -> Result<TensorType, LayerError> {
         Ok(input.clone())
     }
-    fn params(&self, _: &TensorType) -> Vec<ParamSpec> {
-        Vec::new()
-    }
     fn forward(&self, fb: &mut FuncBuilder, x: ValueId, _: &[ValueId], _: &mut Sites) -> R<Saved> {
         Ok(Saved::leaf(fb.unary(UnaryOp::Logistic, x)?))
     }
@@ -146,9 +137,6 @@ impl CertLayer for Swish {
     }
     fn output_type(&self, input: &TensorType) -> Result<TensorType, LayerError> {
         Ok(input.clone())
-    }
-    fn params(&self, _: &TensorType) -> Vec<ParamSpec> {
-        Vec::new()
     }
     fn forward(&self, fb: &mut FuncBuilder, x: ValueId, _: &[ValueId], _: &mut Sites) -> R<Saved> {
         let s = fb.unary(UnaryOp::Logistic, x)?;
@@ -214,9 +202,6 @@ impl CertLayer for Gelu {
     }
     fn output_type(&self, input: &TensorType) -> Result<TensorType, LayerError> {
         Ok(input.clone())
-    }
-    fn params(&self, _: &TensorType) -> Vec<ParamSpec> {
-        Vec::new()
     }
     fn forward(&self, fb: &mut FuncBuilder, x: ValueId, _: &[ValueId], _: &mut Sites) -> R<Saved> {
         let GeluForm::Tanh = self.form;

@@ -177,9 +177,6 @@ impl CertLayer for GlobalAvgPool {
             ))),
         }
     }
-    fn params(&self, _: &TensorType) -> Vec<ParamSpec> {
-        Vec::new()
-    }
     fn forward(&self, fb: &mut FuncBuilder, x: ValueId, _: &[ValueId], _: &mut Sites) -> R<Saved> {
         let shape = fb.shape(x);
         let sum = fb.reduce_sum(x, &[2, 3])?;
@@ -222,9 +219,6 @@ impl CertLayer for Flatten {
         }
         let rest: i64 = input.shape[1..].iter().product();
         Ok(TensorType::f32(vec![input.shape[0], rest]))
-    }
-    fn params(&self, _: &TensorType) -> Vec<ParamSpec> {
-        Vec::new()
     }
     fn forward(&self, fb: &mut FuncBuilder, x: ValueId, _: &[ValueId], _: &mut Sites) -> R<Saved> {
         let shape = fb.shape(x);

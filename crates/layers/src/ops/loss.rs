@@ -157,9 +157,6 @@ impl CertLayer for Softmax {
         }
         Ok(input.clone())
     }
-    fn params(&self, _: &TensorType) -> Vec<ParamSpec> {
-        Vec::new()
-    }
     fn forward(&self, fb: &mut FuncBuilder, z: ValueId, _: &[ValueId], _: &mut Sites) -> R<Saved> {
         let (p, _) = softmax_and_log(fb, z)?;
         Ok(Saved::leaf(p))

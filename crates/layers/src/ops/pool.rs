@@ -3,7 +3,7 @@
 //! window) and the accumulating `select_and_scatter` backward.
 
 use crate::emit::{Emit, R};
-use crate::layer::{CertLayer, Grads, KinkKind, LayerError, ParamSpec, Saved, Sites};
+use crate::layer::{CertLayer, Grads, KinkKind, LayerError, Saved, Sites};
 use ir::{CompareDirection, FuncBuilder, ScatterWindowAttrs, TensorType, ValueId, WindowAttrs};
 
 /// Max pool over H and W of an `[N,C,H,W]` input: square `window`, `stride`,
@@ -93,10 +93,6 @@ impl CertLayer for MaxPool {
             )));
         };
         Ok(TensorType::new(vec![s[0], s[1], h, w], input.elem))
-    }
-
-    fn params(&self, _: &TensorType) -> Vec<ParamSpec> {
-        Vec::new()
     }
 
     fn forward(
