@@ -3,6 +3,7 @@
 //! mode) that never uses the backward map.
 
 pub mod net;
+pub mod pair;
 pub mod rng;
 pub mod step;
 pub mod tie;

@@ -14,7 +14,7 @@
 use crate::rng::Rng;
 use den::{eval_func, Dual, EvalOptions, Exact, Scalar, Tensor, Value};
 use ir::{Func, Module, TensorType};
-use layers::{tie_funcs, CertLayer, Init, KinkSite, ParamSpec};
+use layers::{tie_funcs, CertLayer, Init, KinkSite};
 use std::fmt;
 use std::time::Instant;
 
@@ -42,6 +42,12 @@ pub struct TieOptions {
     /// Localise a refuted block by basis tangents (one forward per element)
     /// only when it has at most this many elements.
     pub localise_limit: usize,
+    /// Accept a point whose decisions tie (margin 0) when the forward is
+    /// nevertheless differentiable there: the tied operands are locally equal
+    /// (max over a window of ReLU zeros). Judged numerically by the second
+    /// difference along a random direction (`Tie::ties_are_flat`); off for
+    /// layer ties, whose random points never tie.
+    pub accept_flat_ties: bool,
 }
 
 impl Default for TieOptions {
@@ -55,6 +61,7 @@ impl Default for TieOptions {
             f64_tolerance: 1e-9,
             exact: true,
             localise_limit: 4096,
+            accept_flat_ties: false,
         }
     }
 }
@@ -163,6 +170,9 @@ pub struct TieReport {
     pub min_margin: Option<MarginReport>,
     /// Kinks met (and resampled away from).
     pub kinks_resampled: Vec<String>,
+    /// Ties accepted at certified points because the forward is flat across
+    /// them (see `TieOptions::accept_flat_ties`): site, index, count.
+    pub flat_ties: Vec<String>,
     /// Branch coverage of every decision site of the forward.
     pub coverage: Vec<SiteCoverage>,
     /// Per block: the largest relative discrepancy the identity showed.
@@ -194,6 +204,7 @@ pub fn certify_layer(layer: &dyn CertLayer, input: &TensorType, opts: &TieOption
         full_jacobian: false,
         min_margin: None,
         kinks_resampled: Vec::new(),
+        flat_ties: Vec::new(),
         coverage: Vec::new(),
         block_results: Vec::new(),
         site_margins: Vec::new(),
@@ -205,13 +216,35 @@ pub fn certify_layer(layer: &dyn CertLayer, input: &TensorType, opts: &TieOption
         Err(e) => return undecided(format!("cannot build the tie: {e}"), t0),
     };
     let module = funcs.module();
+    // Blocks: the input (scaled per point), then each parameter (drawn from
+    // its init); `backward` returns their cotangents in the same order.
+    let blocks = std::iter::once(TieBlock {
+        name: "dx".to_string(),
+        ty: funcs.input.clone(),
+        init: Init::Normal { std: 1.0 },
+        scaled: true,
+        arg: 0,
+        bwd_out: 0,
+    })
+    .chain(funcs.params.iter().enumerate().map(|(i, p)| TieBlock {
+        name: format!("d{}", p.name),
+        ty: p.ty.clone(),
+        init: p.init.clone(),
+        scaled: false,
+        arg: i + 1,
+        bwd_out: i + 1,
+    }))
+    .collect();
     let tie = Tie {
         module: &module,
         forward: &funcs.forward,
+        backward: "backward",
         sites: &funcs.sites,
-        params: &funcs.params,
-        input: &funcs.input,
-        output: &funcs.output,
+        blocks,
+        fixed: Vec::new(),
+        outputs: vec![funcs.output.clone()],
+        at: None,
+        forward_margins_only: true,
     };
     // Exact when every op of the forward and backward is rational (decided from
     // the op kinds, without evaluating); an exact run that still meets a value
@@ -261,18 +294,61 @@ pub fn module_is_rational(m: &Module) -> bool {
     m.funcs.iter().all(|f| block(&f.body))
 }
 
-struct Tie<'a> {
-    module: &'a Module,
-    forward: &'a Func,
-    sites: &'a [KinkSite],
-    params: &'a [ParamSpec],
-    input: &'a TensorType,
-    output: &'a TensorType,
+/// One float argument of the forward whose cotangent the backward claims: a
+/// block of the adjoint identity.
+#[derive(Clone, Debug)]
+pub(crate) struct TieBlock {
+    /// `dx`, `dstage2.conv1.W`, `da0`.
+    pub name: String,
+    pub ty: TensorType,
+    /// Distribution of sampled values.
+    pub init: Init,
+    /// Multiplied by the point's scale (1, 8, 1/4 in turn) as well.
+    pub scaled: bool,
+    /// Position among the forward's arguments.
+    pub arg: usize,
+    /// Position of its cotangent among the backward's results.
+    pub bwd_out: usize,
 }
 
-/// A point: the input and every parameter, as f64 values (dyadic when exact).
+/// A (forward, backward) pair in one module: `forward(a…) -> (y…)` and
+/// `backward(a…, dy…) -> (da…)`. Shared by layer ties (built from a CertLayer)
+/// and pair checks (two user modules merged, `crate::pair`).
+pub(crate) struct Tie<'a> {
+    pub module: &'a Module,
+    pub forward: &'a Func,
+    pub backward: &'a str,
+    /// Declared kink sites of `forward` (empty for foreign modules).
+    pub sites: &'a [KinkSite],
+    pub blocks: Vec<TieBlock>,
+    /// Arguments with no cotangent (integer/boolean): position and value.
+    pub fixed: Vec<(usize, Tensor<i64>, ir::ElemType)>,
+    /// The forward's results; float ones get cotangent probes.
+    pub outputs: Vec<TensorType>,
+    /// A given point (one tensor per block) instead of sampled ones.
+    pub at: Option<Vec<Tensor<f64>>>,
+    /// Count margins of `forward`'s own ops only (layer ties), or of every
+    /// function it calls as well (foreign modules keep helpers private).
+    pub forward_margins_only: bool,
+}
+
+/// A point: every block, as f64 values (dyadic when exact).
 struct Point {
     blocks: Vec<Tensor<f64>>,
+}
+
+/// Σ over tensors of Σ a⊙b.
+fn dot_all<S: Scalar>(a: &[Tensor<S>], b: &[Tensor<S>]) -> S {
+    a.iter()
+        .zip(b)
+        .fold(S::zero(), |acc, (x, y)| acc.add(&dot(&x.data, &y.data)))
+}
+
+fn abs_dot_all<S: Scalar>(a: &[Tensor<S>], b: &[Tensor<S>]) -> f64 {
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| abs_dot(&x.data, &y.data))
+        .sum()
 }
 
 fn shape_of(t: &TensorType) -> Vec<usize> {
@@ -313,42 +389,39 @@ pub fn multi_index(mut flat: usize, shape: &[usize]) -> String {
 
 impl Tie<'_> {
     fn block_names(&self) -> Vec<String> {
-        std::iter::once("dx".to_string())
-            .chain(self.params.iter().map(|p| format!("d{}", p.name)))
-            .collect()
+        self.blocks.iter().map(|b| b.name.clone()).collect()
     }
 
     fn block_types(&self) -> Vec<TensorType> {
-        std::iter::once(self.input.clone())
-            .chain(self.params.iter().map(|p| p.ty.clone()))
-            .collect()
+        self.blocks.iter().map(|b| b.ty.clone()).collect()
     }
 
     fn sample_point(&self, rng: &mut Rng, scale: f64, exact: bool) -> Point {
-        let q = |x: f64| if exact { dyadic(x, 10) } else { x };
-        let mut blocks = Vec::new();
-        let shape = shape_of(self.input);
-        let n: usize = shape.iter().product();
-        blocks.push(Tensor::new(
-            shape,
-            (0..n).map(|_| q(rng.normal() * scale)).collect(),
-        ));
-        for p in self.params {
-            let shape = shape_of(&p.ty);
-            let n: usize = shape.iter().product();
-            let data = (0..n)
-                .map(|_| {
-                    let z = rng.normal();
-                    q(match p.init {
-                        Init::Zeros => 0.1 * z,
-                        Init::Ones => 1.0 + 0.25 * z,
-                        Init::HeNormal { fan_in } => z * (2.0 / fan_in.max(1) as f64).sqrt(),
-                        Init::Normal { std } => z * std,
-                    })
-                })
-                .collect();
-            blocks.push(Tensor::new(shape, data));
+        if let Some(at) = &self.at {
+            return Point { blocks: at.clone() };
         }
+        let q = |x: f64| if exact { dyadic(x, 10) } else { x };
+        let blocks = self
+            .blocks
+            .iter()
+            .map(|b| {
+                let shape = shape_of(&b.ty);
+                let n: usize = shape.iter().product();
+                let s = if b.scaled { scale } else { 1.0 };
+                let data = (0..n)
+                    .map(|_| {
+                        let z = rng.normal();
+                        q(s * match b.init {
+                            Init::Zeros => 0.1 * z,
+                            Init::Ones => 1.0 + 0.25 * z,
+                            Init::HeNormal { fan_in } => z * (2.0 / fan_in.max(1) as f64).sqrt(),
+                            Init::Normal { std } => z * std,
+                        })
+                    })
+                    .collect();
+                Tensor::new(shape, data)
+            })
+            .collect();
         Point { blocks }
     }
 
@@ -374,14 +447,38 @@ impl Tie<'_> {
             .unwrap_or_else(|| format!("{op}#{op_index}"))
     }
 
+    /// The forward's arguments at a point, in order (fixed ones included).
     fn to_values<S: Scalar>(&self, blocks: &[Tensor<f64>]) -> Vec<Value<S>> {
-        blocks
+        let n = self.blocks.len() + self.fixed.len();
+        (0..n)
+            .map(|arg| {
+                if let Some((b, blk)) = self.blocks.iter().enumerate().find(|(_, b)| b.arg == arg) {
+                    Value::Float(
+                        blocks[b].map(|&x| S::from_f64(x).expect("sampled values are finite")),
+                        blk.ty.elem,
+                    )
+                } else {
+                    let (_, t, e) = self
+                        .fixed
+                        .iter()
+                        .find(|(a, _, _)| *a == arg)
+                        .expect("every argument is a block or fixed");
+                    Value::Int(t.clone(), *e)
+                }
+            })
+            .collect()
+    }
+
+    /// Random cotangents, one per forward result (zeros for integer results).
+    fn random_outputs<S: Scalar>(&self, rng: &mut Rng, exact: bool) -> Vec<Tensor<S>> {
+        self.outputs
             .iter()
             .map(|t| {
-                Value::Float(
-                    t.map(|&x| S::from_f64(x).expect("sampled values are finite")),
-                    ir::ElemType::F32,
-                )
+                if t.elem.is_float() {
+                    self.random_like(rng, &shape_of(t), exact)
+                } else {
+                    Tensor::filled(shape_of(t), S::zero())
+                }
             })
             .collect()
     }
@@ -400,25 +497,33 @@ impl Tie<'_> {
         Tensor::new(shape.to_vec(), data)
     }
 
-    /// J·v for tangents `tangents` (one per block) at `point`.
+    /// J·v (one tensor per forward result) for `tangents` (one per block) at `point`.
+    #[allow(clippy::type_complexity)]
     fn jvp<S: Scalar>(
         &self,
         point: &[Value<S>],
         tangents: &[Tensor<S>],
         record: bool,
-    ) -> Result<(Tensor<S>, Vec<den::Margin>), String> {
+    ) -> Result<(Vec<Tensor<S>>, Vec<den::Margin>), String> {
         let inputs: Vec<Value<Dual<S>>> = point
             .iter()
-            .zip(tangents)
-            .map(|(p, t)| {
-                let pt = p.as_float().expect("float point");
-                let data = pt
-                    .data
-                    .iter()
-                    .zip(&t.data)
-                    .map(|(a, b)| Dual::new(a.clone(), b.clone()))
-                    .collect();
-                Value::Float(Tensor::new(pt.shape.clone(), data), ir::ElemType::F32)
+            .enumerate()
+            .map(|(arg, p)| match p {
+                Value::Float(pt, elem) => {
+                    let b = self
+                        .blocks
+                        .iter()
+                        .position(|b| b.arg == arg)
+                        .expect("float arguments are blocks");
+                    let data = pt
+                        .data
+                        .iter()
+                        .zip(&tangents[b].data)
+                        .map(|(a, t)| Dual::new(a.clone(), t.clone()))
+                        .collect();
+                    Value::Float(Tensor::new(pt.shape.clone(), data), *elem)
+                }
+                Value::Int(t, e) => Value::Int(t.clone(), *e),
             })
             .collect();
         let opts = EvalOptions {
@@ -426,31 +531,139 @@ impl Tie<'_> {
             record_margins: record,
             replicas: 1,
         };
-        let ev = eval_func::<Dual<S>>(self.module, "forward", inputs, &opts)
+        let ev = eval_func::<Dual<S>>(self.module, &self.forward.name, inputs, &opts)
             .map_err(|e| e.to_string())?;
-        let out = ev.outputs[0]
-            .as_float()
-            .ok_or("forward output is not float")?;
-        Ok((out.map(|d| d.tangent.clone()), ev.margins))
+        let outs = ev
+            .outputs
+            .iter()
+            .map(|v| match v {
+                Value::Float(t, _) => t.map(|d| d.tangent.clone()),
+                Value::Int(t, _) => Tensor::filled(t.shape.clone(), S::zero()),
+            })
+            .collect();
+        let margins = if self.forward_margins_only {
+            ev.margins
+                .into_iter()
+                .filter(|m| m.func == self.forward.name)
+                .collect()
+        } else {
+            ev.margins
+        };
+        Ok((outs, margins))
     }
 
-    /// B(x, θ, u): one cotangent per block.
-    fn vjp<S: Scalar>(&self, point: &[Value<S>], u: &Tensor<S>) -> Result<Vec<Tensor<S>>, String> {
+    /// B(a, u): one cotangent per block.
+    fn vjp<S: Scalar>(
+        &self,
+        point: &[Value<S>],
+        u: &[Tensor<S>],
+    ) -> Result<Vec<Tensor<S>>, String> {
         let mut inputs = point.to_vec();
-        inputs.push(Value::Float(u.clone(), ir::ElemType::F32));
+        for (t, ty) in u.iter().zip(&self.outputs) {
+            inputs.push(if ty.elem.is_float() {
+                Value::Float(t.clone(), ty.elem)
+            } else {
+                Value::Int(Tensor::filled(t.shape.clone(), 0), ty.elem)
+            });
+        }
         let opts = EvalOptions {
             fast: true,
             ..Default::default()
         };
         let ev =
-            eval_func::<S>(self.module, "backward", inputs, &opts).map_err(|e| e.to_string())?;
-        ev.outputs
-            .into_iter()
-            .map(|v| {
-                v.into_float()
-                    .ok_or_else(|| "backward output is not float".to_string())
+            eval_func::<S>(self.module, self.backward, inputs, &opts).map_err(|e| e.to_string())?;
+        let mut outs = ev.outputs;
+        self.blocks
+            .iter()
+            .map(|b| {
+                let v = std::mem::replace(
+                    outs.get_mut(b.bwd_out)
+                        .ok_or_else(|| format!("backward has no result {}", b.bwd_out))?,
+                    Value::Int(Tensor::filled(vec![], 0), ir::ElemType::I1),
+                );
+                v.into_float().ok_or_else(|| {
+                    format!("backward result {} ({}) is not float", b.bwd_out, b.name)
+                })
             })
             .collect()
+    }
+
+    /// Is the forward differentiable at a point where decisions tie? At a tie
+    /// of operands with different derivatives (a true kink) f is only one-sided
+    /// differentiable, and the second difference f(x+εw) + f(x−εw) − 2f(x) is
+    /// first order in ε for almost every direction w; where the tied operands
+    /// are locally equal (a max over ReLU zeros) it is second order. Checked
+    /// per output element in f64 with ε = 1e-10·max|x|, small enough that no
+    /// untied decision (margin ≥ 1e-6·max|x| required) changes outcome unless
+    /// the forward amplifies perturbations 10⁴-fold before it; a kink must move
+    /// an output by more than 1e-3 of the largest first difference to be seen.
+    fn ties_are_flat(
+        &self,
+        point: &Point,
+        margins: &[den::Margin],
+        rng: &mut Rng,
+    ) -> Result<bool, String> {
+        let xmax = point
+            .blocks
+            .iter()
+            .flat_map(|t| t.data.iter())
+            .fold(0f64, |a, x| a.max(x.abs()))
+            .max(1e-30);
+        let untied_min = margins
+            .iter()
+            .filter(|m| m.ties == 0)
+            .map(|m| m.min)
+            .fold(f64::INFINITY, f64::min);
+        if untied_min < 1e-6 * xmax {
+            return Ok(false);
+        }
+        let eps = 1e-10 * xmax;
+        let w: Vec<Tensor<f64>> = point
+            .blocks
+            .iter()
+            .map(|t| t.map(|_| rng.unit() * 2.0 - 1.0))
+            .collect();
+        let eval = |sign: f64| -> Result<Vec<Tensor<f64>>, String> {
+            let shifted: Vec<Tensor<f64>> = point
+                .blocks
+                .iter()
+                .zip(&w)
+                .map(|(x, w)| {
+                    let data = x.data.iter().zip(&w.data).map(|(a, b)| a + sign * eps * b);
+                    Tensor::new(x.shape.clone(), data.collect())
+                })
+                .collect();
+            let ev = eval_func::<f64>(
+                self.module,
+                &self.forward.name,
+                self.to_values::<f64>(&shifted),
+                &EvalOptions {
+                    fast: true,
+                    ..Default::default()
+                },
+            )
+            .map_err(|e| e.to_string())?;
+            Ok(ev
+                .outputs
+                .into_iter()
+                .filter_map(|v| v.into_float())
+                .collect())
+        };
+        let (f0, fp, fm) = (eval(0.0)?, eval(1.0)?, eval(-1.0)?);
+        let dmax = fp
+            .iter()
+            .zip(&fm)
+            .flat_map(|(p, m)| p.data.iter().zip(&m.data).map(|(a, b)| (a - b).abs()))
+            .fold(0f64, f64::max);
+        for ((a, p), m) in f0.iter().zip(&fp).zip(&fm) {
+            for ((z, p), m) in a.data.iter().zip(&p.data).zip(&m.data) {
+                let second = (p + m - 2.0 * z).abs();
+                if second > 1e-3 * ((p - m).abs() + dmax) {
+                    return Ok(false);
+                }
+            }
+        }
+        Ok(true)
     }
 
     fn zeros<S: Scalar>(&self) -> Vec<Tensor<S>> {
@@ -475,7 +688,7 @@ impl Tie<'_> {
         &self,
         point: &[Value<S>],
         block: usize,
-        u: &Tensor<S>,
+        u: &[Tensor<S>],
         claimed: &Tensor<S>,
         limit: usize,
     ) -> String {
@@ -492,7 +705,7 @@ impl Tie<'_> {
                 Err(e) => return format!("not localised: {e}"),
             };
             tangents[block].data[i] = S::zero();
-            let truth = dot(&u.data, &jv.data).to_f64();
+            let truth = dot_all(u, &jv).to_f64();
             let gap = (truth - claimed.data[i].to_f64()).abs();
             norm = norm.max(truth.abs());
             if gap > worst {
@@ -510,7 +723,7 @@ impl Tie<'_> {
         )
     }
 
-    fn run<S: Scalar>(&self, opts: &TieOptions, exact: bool) -> TieReport {
+    pub(crate) fn run<S: Scalar>(&self, opts: &TieOptions, exact: bool) -> TieReport {
         let names = self.block_names();
         let types = self.block_types();
         let evidence = if exact {
@@ -521,11 +734,14 @@ impl Tie<'_> {
             }
         };
         let total_in: usize = types.iter().map(|t| t.num_elements() as usize).sum();
-        let total_out = self.output.num_elements() as usize;
+        let total_out: usize = self.outputs.iter().map(|t| t.num_elements() as usize).sum();
         let full = total_in + total_out <= opts.full_jacobian_limit;
         let mut report = TieReport {
             layer: String::new(),
-            input: self.input.clone(),
+            input: types
+                .first()
+                .cloned()
+                .unwrap_or_else(|| TensorType::f32(Vec::<i64>::new())),
             evidence,
             probes: opts.probes,
             blocks: names.len(),
@@ -535,6 +751,7 @@ impl Tie<'_> {
             full_jacobian: full,
             min_margin: None,
             kinks_resampled: Vec::new(),
+            flat_ties: Vec::new(),
             coverage: Vec::new(),
             block_results: names
                 .iter()
@@ -560,7 +777,6 @@ impl Tie<'_> {
         let mut site_ops: Vec<usize> = Vec::new();
         let mut rng = Rng::new(opts.seed.wrapping_add(1));
         let scales = [1.0, 8.0, 0.25];
-        let out_shape = shape_of(self.output);
         let mut attempt = 0;
         // Certify at `points` points, and keep sampling (within the budget) while
         // a decision outcome has never been exercised.
@@ -571,7 +787,12 @@ impl Tie<'_> {
                 report.verdict = if report.points == 0 {
                     Verdict::Undecided {
                         reason: format!(
-                            "every sampled point sits on a kink ({})",
+                            "{} on a kink ({})",
+                            if self.at.is_some() {
+                                "the given point sits"
+                            } else {
+                                "every sampled point sits"
+                            },
                             report.kinks_resampled.join(", ")
                         ),
                     }
@@ -596,16 +817,30 @@ impl Tie<'_> {
                 }
             };
             if let Some(m) = margins.iter().find(|m| m.ties > 0) {
-                report.kinks_resampled.push(format!(
-                    "kink at {}[{}], margin 0",
-                    self.site_name(m.op_index, m.op),
-                    m.argmin
-                ));
-                continue;
+                let flat = opts.accept_flat_ties
+                    && self.ties_are_flat(&point_f64, &margins, &mut rng) == Ok(true);
+                if !flat {
+                    report.kinks_resampled.push(format!(
+                        "kink at {}[{}], margin 0",
+                        self.site_name(m.op_index, m.op),
+                        m.argmin
+                    ));
+                    continue;
+                }
+                for m in margins.iter().filter(|m| m.ties > 0) {
+                    report.flat_ties.push(format!(
+                        "{}[{}] ({} tie{})",
+                        self.site_name(m.op_index, m.op),
+                        m.argmin,
+                        m.ties,
+                        if m.ties == 1 { "" } else { "s" }
+                    ));
+                }
             }
+            // The smallest margin of the decisions that did not tie.
             if let Some(m) = margins
                 .iter()
-                .filter(|m| m.func == "forward")
+                .filter(|m| m.ties == 0)
                 .min_by(|a, b| a.min.total_cmp(&b.min))
             {
                 let better = report.min_margin.as_ref().is_none_or(|r| m.min < r.margin);
@@ -620,7 +855,7 @@ impl Tie<'_> {
 
             // Adjoint identity, block by block.
             for _ in 0..opts.probes {
-                let u: Tensor<S> = self.random_like(&mut rng, &out_shape, exact);
+                let u: Vec<Tensor<S>> = self.random_outputs(&mut rng, exact);
                 let claimed = match self.vjp(&point, &u) {
                     Ok(c) => c,
                     Err(e) => {
@@ -642,17 +877,16 @@ impl Tie<'_> {
                             return report;
                         }
                     };
-                    let lhs = dot(&u.data, &jv.data);
+                    let lhs = dot_all(&u, &jv);
                     let rhs = dot(&claimed[b].data, &tangents[b].data);
                     // Magnitude the rounding error is relative to: the terms of both
                     // sides, floored by ‖u‖·‖v‖ (the size of the form for a Jacobian of
                     // unit scale), since an exactly-zero VJP block (a bias a softmax is
                     // invariant to) has no terms of its own to measure rounding against.
-                    let scale = abs_dot(&u.data, &jv.data)
+                    let scale = abs_dot_all(&u, &jv)
                         + abs_dot(&claimed[b].data, &tangents[b].data)
-                        + (abs_dot(&u.data, &u.data)
-                            * abs_dot(&tangents[b].data, &tangents[b].data))
-                        .sqrt();
+                        + (abs_dot_all(&u, &u) * abs_dot(&tangents[b].data, &tangents[b].data))
+                            .sqrt();
                     let (ok, diff) = self.equal(&lhs, &rhs, scale, exact, opts.f64_tolerance);
                     let br = &mut report.block_results[b];
                     br.probes += 1;
@@ -681,7 +915,7 @@ impl Tie<'_> {
                 }
             }
             report.points += 1;
-            for m in margins.iter().filter(|m| m.func == "forward") {
+            for m in &margins {
                 match report
                     .site_margins
                     .iter_mut()
@@ -756,12 +990,22 @@ impl Tie<'_> {
         tol: f64,
     ) -> Option<Verdict> {
         let names = self.block_names();
-        let out_shape = shape_of(self.output);
-        let n_out: usize = out_shape.iter().product();
-        let mut rows: Vec<Vec<Tensor<S>>> = Vec::with_capacity(n_out);
-        for j in 0..n_out {
-            let mut u = Tensor::filled(out_shape.clone(), S::zero());
-            u.data[j] = S::one();
+        // Rows of J: (result k, flat index j) for every float result.
+        let cells: Vec<(usize, usize)> = self
+            .outputs
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| t.elem.is_float())
+            .flat_map(|(k, t)| (0..t.num_elements() as usize).map(move |j| (k, j)))
+            .collect();
+        let mut rows: Vec<Vec<Tensor<S>>> = Vec::with_capacity(cells.len());
+        for &(k, j) in &cells {
+            let mut u: Vec<Tensor<S>> = self
+                .outputs
+                .iter()
+                .map(|t| Tensor::filled(shape_of(t), S::zero()))
+                .collect();
+            u[k].data[j] = S::one();
             match self.vjp(point, &u) {
                 Ok(r) => rows.push(r),
                 Err(e) => return Some(Verdict::Undecided { reason: e }),
@@ -776,7 +1020,8 @@ impl Tie<'_> {
                     Err(e) => return Some(Verdict::Undecided { reason: e }),
                 };
                 tangents[b].data[i] = S::zero();
-                for (j, row) in rows.iter().enumerate() {
+                for (&(k, j), row) in cells.iter().zip(&rows) {
+                    let col = &col[k];
                     // Entries are compared against unit scale as well (see the probes).
                     let scale = col.data[j].to_f64().abs() + row[b].data[i].to_f64().abs() + 1.0;
                     let (ok, diff) = self.equal(&col.data[j], &row[b].data[i], scale, exact, tol);
@@ -784,8 +1029,9 @@ impl Tie<'_> {
                         return Some(Verdict::Refuted {
                             block: name.clone(),
                             detail: format!(
-                                "full Jacobian: ∂y{}/∂{}{} is {:.6e}, the backward map gives {:.6e} (gap {diff:.3e})",
-                                multi_index(j, &out_shape),
+                                "full Jacobian: ∂y{}{}/∂{}{} is {:.6e}, the backward map gives {:.6e} (gap {diff:.3e})",
+                                if self.outputs.len() > 1 { k.to_string() } else { String::new() },
+                                multi_index(j, &shape_of(&self.outputs[k])),
                                 &name[1..],
                                 multi_index(i, &tangents[b].shape),
                                 col.data[j].to_f64(),

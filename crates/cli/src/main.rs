@@ -3,10 +3,12 @@
 //! parse or verification error.
 
 mod certify;
+mod check_vjp;
 mod demo;
 mod nets;
 mod npy;
 mod render;
+mod train;
 
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
@@ -112,6 +114,40 @@ enum Command {
         #[arg(short, long)]
         output: Option<PathBuf>,
     },
+    /// Certify that a StableHLO backward IS the VJP of a StableHLO forward.
+    ///
+    /// FWD holds f(a0..an) -> (y0..ym); BWD holds b(a0..an, dy0..dym) -> (da0..dan)
+    /// (e.g. JAX exports of f and of `jax.vjp(f, …)[1]`). Exit status: 0 certified,
+    /// 1 refuted, 2 usage or parse error, 3 could not decide.
+    CheckVjp {
+        /// The forward's .mlir file.
+        fwd: PathBuf,
+        /// The backward's .mlir file.
+        bwd: PathBuf,
+        /// Forward function (default: @main, else the only public function).
+        #[arg(long)]
+        fwd_func: Option<String>,
+        /// Backward function (default: @main, else the only public function).
+        #[arg(long)]
+        bwd_func: Option<String>,
+        /// The point: one .npy file per forward argument (default: seeded random).
+        #[arg(long, num_args = 1..)]
+        at: Vec<PathBuf>,
+        /// Seed of the sampled points and probes.
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        /// Adjoint-identity probes per input and point.
+        #[arg(long, default_value_t = 2)]
+        probes: usize,
+        /// Write the verdict and evidence as JSON.
+        #[arg(long)]
+        json: Option<PathBuf>,
+    },
+    /// Train a net with its rendered, certified step (certifies it first), with
+    /// checkpoints, a metrics log and a plot in the run directory.
+    Train(train::TrainArgs),
+    /// Score a run directory's latest checkpoint on the test split.
+    Eval(train::EvalArgs),
     /// Evaluate a function of a StableHLO file on .npy inputs; write its outputs as .npy.
     Run {
         /// The .mlir file holding the function.
@@ -211,6 +247,27 @@ fn main() -> ExitCode {
                 }
             }
         }),
+        Command::CheckVjp {
+            fwd,
+            bwd,
+            fwd_func,
+            bwd_func,
+            at,
+            seed,
+            probes,
+            json,
+        } => check_vjp::check_vjp(&check_vjp::CheckVjpArgs {
+            fwd: &fwd,
+            bwd: &bwd,
+            fwd_func: fwd_func.as_deref(),
+            bwd_func: bwd_func.as_deref(),
+            at: &at,
+            seed,
+            probes,
+            json: json.as_deref(),
+        }),
+        Command::Train(a) => train::train(&a),
+        Command::Eval(a) => train::eval(&a),
         Command::Run {
             file,
             func,

@@ -1,0 +1,277 @@
+//! `certgrad train` and `certgrad eval`: the command-line shell over the
+//! `train` crate. Train certifies the rendered step first (a step that is not
+//! certified is never trained with), runs the host loop with a progress bar,
+//! writes metrics, checkpoints and a plot to the run directory, and prints a
+//! one-screen summary; eval scores a run directory's latest checkpoint.
+
+use anyhow::{bail, Result};
+use clap::Args;
+use std::path::{Path, PathBuf};
+use train::{checkpoint_path, session, RunOptions, Session, TrainConfig};
+
+#[derive(Args)]
+pub struct TrainArgs {
+    /// A built-in net (see `certgrad nets`) or a net file; its input channels
+    /// follow the data (28×28×1 images are zero-padded to the net's size).
+    #[arg(default_value = "cifar8-bbn")]
+    pub net: String,
+    /// `builtin` (embedded Fashion-MNIST subset, 2,000 train / 1,000 test),
+    /// `fashion-mnist` (the full set from Debian's dataset-fashion-mnist), or a
+    /// directory of IDX files or CIFAR-10 binary batches.
+    #[arg(long, default_value = "builtin")]
+    pub data: String,
+    /// sgd, nesterov or adamw.
+    #[arg(long, default_value = "nesterov")]
+    pub optimizer: String,
+    #[arg(long, default_value_t = 5)]
+    pub epochs: u64,
+    #[arg(long, default_value_t = 128)]
+    pub batch: usize,
+    /// Peak learning rate (default: sgd 0.1, nesterov 0.02, adamw 1e-3).
+    #[arg(long)]
+    pub lr: Option<f64>,
+    /// Linear warmup length in epochs, then cosine decay.
+    #[arg(long, default_value_t = 1.0)]
+    pub warmup_epochs: f64,
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Run directory (metrics.jsonl, checkpoint.safetensors, plot.png).
+    /// Default: runs/NET-OPTIMIZER (-2, -3, … when that one holds a run).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Continue the run in --out from its checkpoint (its stored config wins).
+    #[arg(long)]
+    pub resume: bool,
+    /// bf16 conv/dot operands with f32 accumulation.
+    #[arg(long)]
+    pub bf16: bool,
+    /// Skip certifying the step before training.
+    #[arg(long)]
+    pub no_certify: bool,
+    /// Batch of the pre-training certification (f64 evaluation; small is fast).
+    #[arg(long, default_value_t = 2)]
+    pub certify_batch: usize,
+    /// Random-crop padding in pixels (0: off).
+    #[arg(long, default_value_t = 0)]
+    pub crop_pad: usize,
+    /// No random horizontal flip (applied to CIFAR-style data only).
+    #[arg(long)]
+    pub no_flip: bool,
+    /// Skip scoring training batches (saves one forward per step).
+    #[arg(long)]
+    pub no_train_acc: bool,
+    /// Checkpoint every K updates as well as at epoch ends (0: epoch ends only).
+    #[arg(long, default_value_t = 0)]
+    pub checkpoint_every: u64,
+    /// Use only the first N training / test examples.
+    #[arg(long)]
+    pub limit_train: Option<usize>,
+    #[arg(long)]
+    pub limit_test: Option<usize>,
+    /// No progress bar.
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+#[derive(Args)]
+pub struct EvalArgs {
+    /// A run directory written by `certgrad train`.
+    pub run_dir: PathBuf,
+}
+
+fn verdict_line(r: &cert::step::StepTieReport) -> String {
+    let worst = r
+        .blocks
+        .iter()
+        .map(|b| b.relative_gap)
+        .fold(0.0f64, f64::max);
+    format!(
+        "{} @{} (batch {}, {} parameter blocks, worst gradient gap {:.2e}, tail gap {:.2e}, {:.1} s)",
+        match &r.verdict {
+            cert::Verdict::Certified => "CERTIFIED".to_string(),
+            cert::Verdict::Refuted { block, detail } => format!("REFUTED at {block}: {detail}"),
+            cert::Verdict::Undecided { reason } => format!("UNDECIDED: {reason}"),
+        },
+        r.func,
+        r.batch,
+        r.blocks.len(),
+        worst,
+        r.tail_gap,
+        r.seconds
+    )
+}
+
+pub fn train(a: &TrainArgs) -> Result<()> {
+    let opt = layers::trainstep::Optimizer::parse(&a.optimizer)
+        .ok_or_else(|| anyhow::anyhow!("--optimizer {}: sgd, nesterov or adamw", a.optimizer))?;
+    let out = a.out.clone().unwrap_or_else(|| {
+        let net = Path::new(&a.net)
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|| a.net.clone());
+        let base = PathBuf::from("runs").join(format!("{net}-{}", opt.name()));
+        // A new run without --out never collides with an earlier one: take the
+        // first of runs/NET-OPT, runs/NET-OPT-2, … that holds no checkpoint
+        // (with --resume, the plain name is the run to continue).
+        if a.resume {
+            return base;
+        }
+        (1..)
+            .map(|i| {
+                if i == 1 {
+                    base.clone()
+                } else {
+                    PathBuf::from(format!("{}-{i}", base.display()))
+                }
+            })
+            .find(|d| !checkpoint_path(d).exists())
+            .expect("an unused run directory")
+    });
+    let ck = checkpoint_path(&out);
+    let (mut s, resumed) = if a.resume {
+        let (s, len) = session::resume(&out)?;
+        if s.cfg.net != a.net {
+            bail!(
+                "{}: the checkpoint is of a run of `{}`, not `{}`",
+                ck.display(),
+                s.cfg.net,
+                a.net
+            );
+        }
+        eprintln!(
+            "resuming {} at epoch {}, update {} (its stored config: {} epochs, batch {}, {})",
+            out.display(),
+            s.state.epoch + 1,
+            s.state.step,
+            s.cfg.epochs,
+            s.cfg.batch,
+            s.cfg.optimizer
+        );
+        (s, Some(len))
+    } else {
+        if ck.exists() {
+            bail!(
+                "{} already holds a checkpoint; pass --resume to continue it or --out for a new run",
+                out.display()
+            );
+        }
+        let cfg = TrainConfig {
+            net: a.net.clone(),
+            data: a.data.clone(),
+            optimizer: opt.name().into(),
+            epochs: a.epochs,
+            batch: a.batch,
+            lr: a.lr.unwrap_or_else(|| train::schedule::default_lr(opt)),
+            warmup_epochs: a.warmup_epochs,
+            seed: a.seed,
+            bf16: a.bf16,
+            crop_pad: a.crop_pad,
+            flip: !a.no_flip,
+            train_accuracy: !a.no_train_acc,
+            checkpoint_every: a.checkpoint_every,
+            limit_train: a.limit_train,
+            limit_test: a.limit_test,
+        };
+        (Session::new(cfg)?, None)
+    };
+    let (c, h, w) = s.net.input;
+    let (tensors, floats) = s.net.param_count().map_err(|e| anyhow::anyhow!("{e}"))?;
+    eprintln!(
+        "net {} (input {c}×{h}×{w}, {tensors} tensors, {floats} parameters); data {}: {} train / {} test, {} classes",
+        s.net.name,
+        s.data.source,
+        s.data.train.len(),
+        s.data.test.len(),
+        s.data.classes
+    );
+    eprintln!(
+        "step @{}: {} updates/epoch at batch {}, {} {}, lr {} (warmup {} updates, cosine to {})",
+        s.step_sig.func,
+        s.steps_per_epoch(),
+        s.cfg.batch,
+        s.cfg.optimizer,
+        if s.cfg.bf16 { "bf16" } else { "f32" },
+        s.cfg.lr,
+        s.warmup_steps(),
+        s.total_steps()
+    );
+    if !a.no_certify {
+        let report = s.certify(a.certify_batch)?;
+        println!("certify: {}", verdict_line(&report));
+        if a.certify_batch == s.cfg.batch {
+            println!("         (the module object this run trains with)");
+        } else {
+            println!(
+                "         (the same renderer at batch {}; --certify-batch {} certifies the trained module object itself)",
+                a.certify_batch, s.cfg.batch
+            );
+        }
+        if !report.certified() {
+            eprintln!("the step is not certified: refusing to train with it");
+            return Err(crate::Exit(1).into());
+        }
+    } else {
+        println!("certify: skipped (--no-certify)");
+    }
+    let summary = train::run(
+        &mut s,
+        &out,
+        resumed,
+        RunOptions {
+            progress: !a.quiet,
+            after_step: None,
+            after_epoch: None,
+        },
+    )?;
+    let plot = out.join("plot.png");
+    let title = format!(
+        "{} · {} · {} · batch {}",
+        s.net.name, s.data.source, s.cfg.optimizer, s.cfg.batch
+    );
+    train::plot::plot_run(&summary.epochs, &title, &plot)?;
+    let last = summary.epochs.last();
+    let best = summary
+        .epochs
+        .iter()
+        .map(|e| e.test_acc)
+        .fold(0.0f64, f64::max);
+    println!("── {} on {} ──", s.net.name, s.data.source);
+    println!(
+        "epochs {} · updates {} · {:.1} s this session · {:.1} examples/s",
+        summary.epochs.len(),
+        summary.steps,
+        summary.seconds,
+        summary.examples_per_second
+    );
+    if let Some(e) = last {
+        println!(
+            "final: train loss {:.4}{} · test accuracy {:.2}% (best {:.2}%)",
+            e.train_loss,
+            e.train_acc
+                .map(|x| format!(" · train accuracy {:.2}%", 100.0 * x))
+                .unwrap_or_default(),
+            100.0 * e.test_acc,
+            100.0 * best
+        );
+    }
+    println!("plot       {}", plot.display());
+    println!("metrics    {}", summary.metrics.display());
+    println!("checkpoint {}", summary.checkpoint.display());
+    Ok(())
+}
+
+pub fn eval(a: &EvalArgs) -> Result<()> {
+    let (s, _) = session::resume(&a.run_dir)?;
+    let acc = s.evaluate()?;
+    println!(
+        "{}: {} after epoch {} (update {}): test accuracy {:.2}% on {} examples of {}",
+        checkpoint_path(&a.run_dir).display(),
+        s.net.name,
+        s.state.epoch,
+        s.state.step,
+        100.0 * acc,
+        s.data.test.len(),
+        s.data.source
+    );
+    Ok(())
+}

@@ -1,0 +1,18 @@
+//! train: training with the certified step. Data readers (IDX, CIFAR-10
+//! binary, the embedded Fashion-MNIST subset), the host loop that executes the
+//! rendered train step and eval forward (`session`), the host schedule,
+//! atomic safetensors checkpoints with exact resume, and the run plot.
+
+pub mod checkpoint;
+pub mod data;
+pub mod plot;
+pub mod rng;
+pub mod schedule;
+pub mod session;
+
+pub use checkpoint::{checkpoint_path, Checkpoint, CheckpointError, CHECKPOINT_FILE};
+pub use data::{Augment, DataError, Dataset, Split};
+pub use session::{
+    read_epochs, read_metrics, resume, run, EpochRecord, MetricsLine, RunOptions, RunSummary,
+    Session, StepRecord, TrainConfig, TrainError, METRICS_FILE,
+};

@@ -1,0 +1,154 @@
+//! Crash safety: a run SIGKILLed mid-epoch (a child process: this test binary
+//! re-executed in child mode) and resumed from its last checkpoint reproduces,
+//! bit for bit, the metrics and final state of the uninterrupted run.
+
+mod common;
+
+use common::*;
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+use train::{read_metrics, run, Checkpoint, MetricsLine, RunOptions, Session, StepRecord};
+
+const CHILD_ENV: &str = "CERTGRAD_TRAIN_KILL_CHILD";
+/// 48 examples / batch 4 = 12 updates an epoch; checkpoints every 5 updates.
+/// The child stops responding after update 17 (epoch 2, past the checkpoint
+/// at 15 and before the one at 20), with two log lines past the checkpoint.
+const HANG_AFTER: u64 = 17;
+
+fn train_in(base: &Path, hang: bool) {
+    let mut s = Session::new(tiny_config(&base.join("data"))).unwrap();
+    let marker = base.join("hung");
+    let mut hook = |r: &StepRecord| {
+        if hang && r.step == HANG_AFTER {
+            std::fs::write(&marker, b"").unwrap();
+            loop {
+                std::thread::sleep(Duration::from_secs(1));
+            }
+        }
+    };
+    run(
+        &mut s,
+        &base.join("run"),
+        None,
+        RunOptions {
+            progress: false,
+            after_step: Some(&mut hook),
+            after_epoch: None,
+        },
+    )
+    .unwrap();
+}
+
+/// Child mode only (a no-op in a normal test run): train until update 17, hang.
+#[test]
+fn child_trains_until_killed() {
+    if let Ok(base) = std::env::var(CHILD_ENV) {
+        train_in(Path::new(&base), true);
+    }
+}
+
+/// Metrics with the wall-clock field zeroed (the only non-deterministic one).
+fn metrics(run_dir: &Path) -> Vec<MetricsLine> {
+    read_metrics(&run_dir.join("metrics.jsonl"))
+        .unwrap()
+        .into_iter()
+        .map(|l| match l {
+            MetricsLine::Epoch(mut e) => {
+                e.seconds = 0.0;
+                MetricsLine::Epoch(e)
+            }
+            s => s,
+        })
+        .collect()
+}
+
+#[test]
+fn sigkill_mid_epoch_then_resume_reproduces_the_uninterrupted_run() {
+    let reference = temp_dir("kill-ref");
+    write_quadrant_idx(&reference.join("data").tap_mkdir(), 48, 16);
+    train_in(&reference, false);
+
+    let base = temp_dir("kill-child");
+    write_quadrant_idx(&base.join("data").tap_mkdir(), 48, 16);
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args(["child_trains_until_killed", "--exact", "--test-threads=1"])
+        .env(CHILD_ENV, &base)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    while !base.join("hung").exists() {
+        if let Some(st) = child.try_wait().unwrap() {
+            panic!("the child exited ({st}) before reaching update {HANG_AFTER}");
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(120),
+            "the child never got there"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.kill().unwrap(); // SIGKILL on Unix
+    child.wait().unwrap();
+
+    let run_dir = base.join("run");
+    let ck = Checkpoint::read(&train::checkpoint_path(&run_dir)).unwrap();
+    assert_eq!(ck.meta_u64("step").unwrap(), 15, "the last checkpoint");
+    assert_eq!(ck.meta_u64("batch_in_epoch").unwrap(), 3, "mid-epoch");
+    let logged = metrics(&run_dir);
+    let steps_logged = logged
+        .iter()
+        .filter(|l| matches!(l, MetricsLine::Step(_)))
+        .count();
+    assert_eq!(
+        steps_logged as u64, HANG_AFTER,
+        "log lines past the checkpoint"
+    );
+
+    let (mut s, len) = train::resume(&run_dir).unwrap();
+    assert_eq!(s.state.step, 15);
+    run(
+        &mut s,
+        &run_dir,
+        Some(len),
+        RunOptions {
+            progress: false,
+            after_step: None,
+            after_epoch: None,
+        },
+    )
+    .unwrap();
+
+    let want = metrics(&reference.join("run"));
+    let got = metrics(&run_dir);
+    assert_eq!(want.len(), 36 + 3);
+    assert_eq!(got, want, "the resumed run's metrics differ");
+    let a = Checkpoint::read(&train::checkpoint_path(&reference.join("run"))).unwrap();
+    let b = Checkpoint::read(&train::checkpoint_path(&run_dir)).unwrap();
+    for (name, (shape, data)) in &a.tensors {
+        let (s2, d2) = &b.tensors[name];
+        assert_eq!(shape, s2);
+        let bits = |d: &[f32]| d.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(data), bits(d2), "final {name} differs");
+    }
+    // The resumed child ran only from the checkpoint on; the reference's
+    // numbers differ from a run with another seed (the comparison can fail).
+    let mut other = tiny_config(&reference.join("data"));
+    other.seed += 1;
+    let mut o = Session::new(other).unwrap();
+    let r = o.train_step().unwrap();
+    let MetricsLine::Step(first) = &want[0] else {
+        panic!("the log starts with a step")
+    };
+    assert_ne!(r.loss, first.loss);
+}
+
+trait TapMkdir {
+    fn tap_mkdir(self) -> Self;
+}
+impl TapMkdir for std::path::PathBuf {
+    fn tap_mkdir(self) -> Self {
+        std::fs::create_dir_all(&self).unwrap();
+        self
+    }
+}
