@@ -4,11 +4,10 @@
 //! REFERENCE §2 that the tie must refute, each next to its certified twin.
 
 use cert::{certify_layer, Evidence, TieOptions, TieReport, Verdict};
-use ir::{FuncBuilder, TensorType, ValueId};
-use layers::emit::R;
+use ir::TensorType;
 use layers::ops::conv::{Conv2d, DepthwiseConv2d, Padding};
 use layers::ops::dense::{Dense, GlobalAvgPool};
-use layers::{CertLayer, Emit, Grads, LayerError, ParamSpec, Saved, Sites};
+use layers::{CertLayer, Emit, Grads, ReplacedBackward};
 use std::time::Instant;
 
 fn t(shape: &[i64]) -> TensorType {
@@ -143,38 +142,21 @@ fn geometry_matches_the_reference_forms() {
 // ----- negative controls -------------------------------------------------------
 
 /// A conv whose backward runs at a geometry edited by `edit` (a wrong pad).
-struct ConvAtWrongGeometry {
+fn conv_at_wrong_geometry(
     conv: Conv2d,
     edit: fn(&mut layers::ops::conv::AxisGeometry),
-}
-
-impl CertLayer for ConvAtWrongGeometry {
-    fn name(&self) -> String {
-        format!("{} (wrong backward geometry)", self.conv.name())
-    }
-    fn output_type(&self, input: &TensorType) -> Result<TensorType, LayerError> {
-        self.conv.output_type(input)
-    }
-    fn params(&self, input: &TensorType) -> Vec<ParamSpec> {
-        self.conv.params(input)
-    }
-    fn forward(&self, fb: &mut FuncBuilder, x: ValueId, p: &[ValueId], s: &mut Sites) -> R<Saved> {
-        self.conv.forward(fb, x, p, s)
-    }
-    fn backward(
-        &self,
-        fb: &mut FuncBuilder,
-        x: ValueId,
-        p: &[ValueId],
-        _: &Saved,
-        dy: ValueId,
-    ) -> R<Grads> {
-        let mut g = self.conv.geometry(fb.ty(x)).expect("valid geometry");
-        for axis in &mut g {
-            (self.edit)(axis);
-        }
-        self.conv.backward_at(fb, x, p, dy, &g)
-    }
+) -> ReplacedBackward<Conv2d> {
+    ReplacedBackward::new(
+        conv,
+        "wrong backward geometry",
+        move |c, fb, x, p, _, dy| {
+            let mut g = c.geometry(fb.ty(x)).expect("valid geometry");
+            for axis in &mut g {
+                edit(axis);
+            }
+            c.backward_at(fb, x, p, dy, &g)
+        },
+    )
 }
 
 /// REFERENCE §2.2 / fact 4: the XLA-SAME input VJP written with the weight
@@ -192,13 +174,10 @@ fn xla_same_input_vjp_with_weight_vjp_padding_is_refuted() {
     };
     let shape = [2, 2, 6, 4];
     assert_certified_exact(&certify(&conv, &shape));
-    let bad = ConvAtWrongGeometry {
-        conv,
-        edit: |g| {
-            assert_eq!(g.input_pad, (2, 0), "the correct XLA-SAME input pad at k=3");
-            g.input_pad = (0, 2);
-        },
-    };
+    let bad = conv_at_wrong_geometry(conv, |g| {
+        assert_eq!(g.input_pad, (2, 0), "the correct XLA-SAME input pad at k=3");
+        g.input_pad = (0, 2);
+    });
     assert_eq!(refuted_block(&certify(&bad, &shape)), "dx");
 }
 
@@ -217,10 +196,7 @@ fn even_kernel_input_vjp_with_mirrored_split_is_refuted() {
             bias: false,
         };
         assert_certified_exact(&certify(&conv, &shape));
-        let bad = ConvAtWrongGeometry {
-            conv,
-            edit: |g| g.input_pad = (g.input_pad.1, g.input_pad.0),
-        };
+        let bad = conv_at_wrong_geometry(conv, |g| g.input_pad = (g.input_pad.1, g.input_pad.0));
         assert_eq!(refuted_block(&certify(&bad, &shape)), "dx", "k={k}");
     }
 }
@@ -228,33 +204,12 @@ fn even_kernel_input_vjp_with_mirrored_split_is_refuted() {
 /// A conv whose weight gradient comes out with the kernel's spatial axes
 /// transposed (`[o,i,kh,kw] → [o,i,kw,kh]`, e.g. a final transpose written as
 /// `[1,0,3,2]`): the square kernel hides it from the shapes.
-struct ConvWeightGradHwSwapped(Conv2d);
-
-impl CertLayer for ConvWeightGradHwSwapped {
-    fn name(&self) -> String {
-        format!("{} (dW with kh/kw swapped)", self.0.name())
-    }
-    fn output_type(&self, input: &TensorType) -> Result<TensorType, LayerError> {
-        self.0.output_type(input)
-    }
-    fn params(&self, input: &TensorType) -> Vec<ParamSpec> {
-        self.0.params(input)
-    }
-    fn forward(&self, fb: &mut FuncBuilder, x: ValueId, p: &[ValueId], s: &mut Sites) -> R<Saved> {
-        self.0.forward(fb, x, p, s)
-    }
-    fn backward(
-        &self,
-        fb: &mut FuncBuilder,
-        x: ValueId,
-        p: &[ValueId],
-        s: &Saved,
-        dy: ValueId,
-    ) -> R<Grads> {
-        let mut g = self.0.backward(fb, x, p, s, dy)?;
+fn conv_weight_grad_hw_swapped(conv: Conv2d) -> ReplacedBackward<Conv2d> {
+    ReplacedBackward::new(conv, "dW with kh/kw swapped", |c, fb, x, p, s, dy| {
+        let mut g = c.backward(fb, x, p, s, dy)?;
         g.dparams[0] = fb.transpose(g.dparams[0], &[0, 1, 3, 2])?;
         Ok(g)
-    }
+    })
 }
 
 #[test]
@@ -270,44 +225,23 @@ fn weight_vjp_with_spatial_axes_swapped_is_refuted() {
     let shape = [2, 2, 5, 3];
     assert_certified_exact(&certify(&conv, &shape));
     assert_eq!(
-        refuted_block(&certify(&ConvWeightGradHwSwapped(conv), &shape)),
+        refuted_block(&certify(&conv_weight_grad_hw_swapped(conv), &shape)),
         "dW"
     );
 }
 
 /// A strided conv backward written for the even (2h) grid: at an odd input
 /// size the last input row gets zero instead of its gradient.
-struct StridedConvDropsLastRow(Conv2d);
-
-impl CertLayer for StridedConvDropsLastRow {
-    fn name(&self) -> String {
-        format!("{} (dx last row dropped)", self.0.name())
-    }
-    fn output_type(&self, input: &TensorType) -> Result<TensorType, LayerError> {
-        self.0.output_type(input)
-    }
-    fn params(&self, input: &TensorType) -> Vec<ParamSpec> {
-        self.0.params(input)
-    }
-    fn forward(&self, fb: &mut FuncBuilder, x: ValueId, p: &[ValueId], s: &mut Sites) -> R<Saved> {
-        self.0.forward(fb, x, p, s)
-    }
-    fn backward(
-        &self,
-        fb: &mut FuncBuilder,
-        x: ValueId,
-        p: &[ValueId],
-        s: &Saved,
-        dy: ValueId,
-    ) -> R<Grads> {
-        let mut g = self.0.backward(fb, x, p, s, dy)?;
-        let [n, c, h, w] = fb.shape(x)[..] else {
+fn strided_conv_drops_last_row(conv: Conv2d) -> ReplacedBackward<Conv2d> {
+    ReplacedBackward::new(conv, "dx last row dropped", |c, fb, x, p, s, dy| {
+        let mut g = c.backward(fb, x, p, s, dy)?;
+        let [n, ch, h, w] = fb.shape(x)[..] else {
             panic!("NCHW")
         };
-        let even = fb.slice(g.dx, &[0, 0, 0, 0], &[n, c, h - 1, w], &[1, 1, 1, 1])?;
+        let even = fb.slice(g.dx, &[0, 0, 0, 0], &[n, ch, h - 1, w], &[1, 1, 1, 1])?;
         g.dx = fb.pad(even, &[0, 0, 0, 0], &[0, 0, 1, 0], &[0, 0, 0, 0])?;
         Ok(g)
-    }
+    })
 }
 
 #[test]
@@ -322,7 +256,7 @@ fn strided_backward_dropping_the_odd_last_row_is_refuted() {
     };
     let shape = [1, 2, 7, 5];
     assert_certified_exact(&certify(&conv, &shape));
-    let r = certify(&StridedConvDropsLastRow(conv), &shape);
+    let r = certify(&strided_conv_drops_last_row(conv), &shape);
     assert_eq!(refuted_block(&r), "dx");
     if let Verdict::Refuted { detail, .. } = &r.verdict {
         // Localised to the dropped row (h = 6).
@@ -335,33 +269,12 @@ fn strided_backward_dropping_the_odd_last_row_is_refuted() {
 
 /// Dense with `dx = dy·W` (contracting W's input axis) instead of `dy·Wᵀ`:
 /// shape-correct only because W is square.
-struct DenseUntransposed(Dense);
-
-impl CertLayer for DenseUntransposed {
-    fn name(&self) -> String {
-        format!("{} (dx = dy·W)", self.0.name())
-    }
-    fn output_type(&self, input: &TensorType) -> Result<TensorType, LayerError> {
-        self.0.output_type(input)
-    }
-    fn params(&self, input: &TensorType) -> Vec<ParamSpec> {
-        self.0.params(input)
-    }
-    fn forward(&self, fb: &mut FuncBuilder, x: ValueId, p: &[ValueId], s: &mut Sites) -> R<Saved> {
-        self.0.forward(fb, x, p, s)
-    }
-    fn backward(
-        &self,
-        fb: &mut FuncBuilder,
-        x: ValueId,
-        p: &[ValueId],
-        s: &Saved,
-        dy: ValueId,
-    ) -> R<Grads> {
-        let mut g = self.0.backward(fb, x, p, s, dy)?;
+fn dense_untransposed(dense: Dense) -> ReplacedBackward<Dense> {
+    ReplacedBackward::new(dense, "dx = dy·W", |d, fb, x, p, s, dy| {
+        let mut g = d.backward(fb, x, p, s, dy)?;
         g.dx = fb.matmul(dy, p[0], 1, 0)?;
         Ok(g)
-    }
+    })
 }
 
 #[test]
@@ -373,32 +286,14 @@ fn dense_backward_with_w_instead_of_w_transposed_is_refuted() {
     };
     assert_certified_exact(&certify(&dense, &[2, 5]));
     assert_eq!(
-        refuted_block(&certify(&DenseUntransposed(dense), &[2, 5])),
+        refuted_block(&certify(&dense_untransposed(dense), &[2, 5])),
         "dx"
     );
 }
 
 /// GAP backward dividing by H only.
-struct GapDividesByHOnly;
-
-impl CertLayer for GapDividesByHOnly {
-    fn name(&self) -> String {
-        "global_avg_pool (backward ÷H)".into()
-    }
-    fn output_type(&self, input: &TensorType) -> Result<TensorType, LayerError> {
-        GlobalAvgPool.output_type(input)
-    }
-    fn forward(&self, fb: &mut FuncBuilder, x: ValueId, p: &[ValueId], s: &mut Sites) -> R<Saved> {
-        GlobalAvgPool.forward(fb, x, p, s)
-    }
-    fn backward(
-        &self,
-        fb: &mut FuncBuilder,
-        x: ValueId,
-        _: &[ValueId],
-        _: &Saved,
-        dy: ValueId,
-    ) -> R<Grads> {
+fn gap_divides_by_h_only() -> ReplacedBackward<GlobalAvgPool> {
+    ReplacedBackward::new(GlobalAvgPool, "backward ÷H", |_, fb, x, _, _, dy| {
         let shape = fb.shape(x);
         let h = fb.splat_like(shape[2] as f64, dy);
         let per_pixel = fb.div(dy, h)?;
@@ -407,47 +302,29 @@ impl CertLayer for GapDividesByHOnly {
             dx,
             dparams: vec![],
         })
-    }
+    })
 }
 
 #[test]
 fn gap_backward_dividing_by_h_only_is_refuted() {
     let shape = [2, 3, 5, 3];
     assert_certified_exact(&certify(&GlobalAvgPool, &shape));
-    assert_eq!(refuted_block(&certify(&GapDividesByHOnly, &shape)), "dx");
+    assert_eq!(
+        refuted_block(&certify(&gap_divides_by_h_only(), &shape)),
+        "dx"
+    );
 }
 
 /// Depthwise XLA-SAME input VJP with the weight-VJP shift (the repo's
 /// `depthwiseStridedXlaBackBatched` is where this rule is emitted).
-struct DepthwiseAtWrongGeometry(DepthwiseConv2d);
-
-impl CertLayer for DepthwiseAtWrongGeometry {
-    fn name(&self) -> String {
-        format!("{} (input VJP pad [p−1, p+1])", self.0.name())
-    }
-    fn output_type(&self, input: &TensorType) -> Result<TensorType, LayerError> {
-        self.0.output_type(input)
-    }
-    fn params(&self, input: &TensorType) -> Vec<ParamSpec> {
-        self.0.params(input)
-    }
-    fn forward(&self, fb: &mut FuncBuilder, x: ValueId, p: &[ValueId], s: &mut Sites) -> R<Saved> {
-        self.0.forward(fb, x, p, s)
-    }
-    fn backward(
-        &self,
-        fb: &mut FuncBuilder,
-        x: ValueId,
-        p: &[ValueId],
-        _: &Saved,
-        dy: ValueId,
-    ) -> R<Grads> {
-        let mut g = self.0.geometry(fb.ty(x)).expect("valid geometry");
+fn depthwise_at_wrong_geometry(dw: DepthwiseConv2d) -> ReplacedBackward<DepthwiseConv2d> {
+    ReplacedBackward::new(dw, "input VJP pad [p−1, p+1]", |d, fb, x, p, _, dy| {
+        let mut g = d.geometry(fb.ty(x)).expect("valid geometry");
         for axis in &mut g {
             axis.input_pad = axis.weight_pad;
         }
-        self.0.backward_at(fb, x, p, dy, &g)
-    }
+        d.backward_at(fb, x, p, dy, &g)
+    })
 }
 
 #[test]
@@ -462,7 +339,7 @@ fn depthwise_xla_same_input_vjp_with_weight_padding_is_refuted() {
     let shape = [2, 3, 6, 4];
     assert_certified_exact(&certify(&dw, &shape));
     assert_eq!(
-        refuted_block(&certify(&DepthwiseAtWrongGeometry(dw), &shape)),
+        refuted_block(&certify(&depthwise_at_wrong_geometry(dw), &shape)),
         "dx"
     );
 }

@@ -269,3 +269,65 @@ impl CertLayer for Projection {
         Ok(Grads { dx, dparams })
     }
 }
+
+/// A replacement backward map: `(layer, fb, x, params, saved, dy) → grads`.
+pub type BackwardFn<L> =
+    dyn Fn(&L, &mut FuncBuilder, ValueId, &[ValueId], &Saved, ValueId) -> R<Grads> + Send + Sync;
+
+/// `layer` with its backward map replaced; forward, parameters and kink sites
+/// stay the layer's own. Negative controls use it to inject one realistic,
+/// shape-preserving bug into a backward map and show that the tie rejects it.
+pub struct ReplacedBackward<L> {
+    pub layer: L,
+    /// What the replacement gets wrong, for the layer's name.
+    pub label: String,
+    pub backward: Box<BackwardFn<L>>,
+}
+
+impl<L> ReplacedBackward<L> {
+    pub fn new(
+        layer: L,
+        label: impl Into<String>,
+        backward: impl Fn(&L, &mut FuncBuilder, ValueId, &[ValueId], &Saved, ValueId) -> R<Grads>
+            + Send
+            + Sync
+            + 'static,
+    ) -> Self {
+        ReplacedBackward {
+            layer,
+            label: label.into(),
+            backward: Box::new(backward),
+        }
+    }
+}
+
+impl<L: CertLayer> CertLayer for ReplacedBackward<L> {
+    fn name(&self) -> String {
+        format!("{} ({})", self.layer.name(), self.label)
+    }
+    fn output_type(&self, input: &TensorType) -> Result<TensorType, LayerError> {
+        self.layer.output_type(input)
+    }
+    fn params(&self, input: &TensorType) -> Vec<ParamSpec> {
+        self.layer.params(input)
+    }
+    fn forward(
+        &self,
+        fb: &mut FuncBuilder,
+        x: ValueId,
+        params: &[ValueId],
+        sites: &mut Sites,
+    ) -> R<Saved> {
+        self.layer.forward(fb, x, params, sites)
+    }
+    fn backward(
+        &self,
+        fb: &mut FuncBuilder,
+        x: ValueId,
+        params: &[ValueId],
+        saved: &Saved,
+        dy: ValueId,
+    ) -> R<Grads> {
+        (self.backward)(&self.layer, fb, x, params, saved, dy)
+    }
+}

@@ -10,7 +10,7 @@ pub mod net;
 pub mod ops;
 pub mod trainstep;
 
-pub use combinators::{comp, Chain, Projection, Residual};
+pub use combinators::{comp, Chain, Projection, ReplacedBackward, Residual};
 pub use emit::Emit;
 pub use layer::{
     tie_funcs, CertLayer, Grads, Init, KinkKind, KinkSite, LayerError, ParamSpec, Saved, Sites,
