@@ -5,7 +5,7 @@ use cert::{certify_layer, TieOptions, Verdict};
 use ir::{FuncBuilder, TensorType, ValueId};
 use layers::emit::R;
 use layers::ops::activation::Relu;
-use layers::{comp, CertLayer, Emit, Grads, LayerError, Residual, Saved, Sites};
+use layers::{comp, CertLayer, Emit, Grads, LayerError, ReplacedBackward, Residual, Saved, Sites};
 
 fn t(shape: &[i64]) -> TensorType {
     TensorType::f32(shape.to_vec())
@@ -21,35 +21,18 @@ fn relu_is_certified_exactly() {
 }
 
 /// ReLU whose backward passes the cotangent through unmasked.
-struct ReluNoMask;
-impl CertLayer for ReluNoMask {
-    fn name(&self) -> String {
-        "relu (no mask)".into()
-    }
-    fn output_type(&self, input: &TensorType) -> Result<TensorType, LayerError> {
-        Ok(input.clone())
-    }
-    fn forward(&self, fb: &mut FuncBuilder, x: ValueId, p: &[ValueId], s: &mut Sites) -> R<Saved> {
-        Relu.forward(fb, x, p, s)
-    }
-    fn backward(
-        &self,
-        _: &mut FuncBuilder,
-        _: ValueId,
-        _: &[ValueId],
-        _: &Saved,
-        dy: ValueId,
-    ) -> R<Grads> {
+fn relu_no_mask() -> ReplacedBackward<Relu> {
+    ReplacedBackward::new(Relu, "no mask", |_, _, _, _, _, dy| {
         Ok(Grads {
             dx: dy,
             dparams: vec![],
         })
-    }
+    })
 }
 
 #[test]
 fn relu_without_mask_is_refuted() {
-    let r = certify_layer(&ReluNoMask, &t(&[2, 3, 4]), &TieOptions::default());
+    let r = certify_layer(&relu_no_mask(), &t(&[2, 3, 4]), &TieOptions::default());
     match &r.verdict {
         Verdict::Refuted { block, .. } => assert_eq!(block, "dx"),
         v => panic!("expected refutation, got {v:?}"),
@@ -142,35 +125,18 @@ fn comp_at_wrong_point_is_refuted() {
 }
 
 /// A residual whose backward forgets the skip term.
-struct ResidualNoSkip;
-impl CertLayer for ResidualNoSkip {
-    fn name(&self) -> String {
-        "residual (no skip in backward)".into()
-    }
-    fn output_type(&self, input: &TensorType) -> Result<TensorType, LayerError> {
-        Ok(input.clone())
-    }
-    fn forward(&self, fb: &mut FuncBuilder, x: ValueId, p: &[ValueId], s: &mut Sites) -> R<Saved> {
-        Residual {
-            body: Box::new(Relu),
-        }
-        .forward(fb, x, p, s)
-    }
-    fn backward(
-        &self,
-        fb: &mut FuncBuilder,
-        x: ValueId,
-        p: &[ValueId],
-        s: &Saved,
-        dy: ValueId,
-    ) -> R<Grads> {
-        Relu.backward(fb, x, p, &s.children[0], dy)
-    }
+fn residual_no_skip() -> ReplacedBackward<Residual> {
+    let res = Residual {
+        body: Box::new(Relu),
+    };
+    ReplacedBackward::new(res, "no skip in backward", |r, fb, x, p, s, dy| {
+        r.body.backward(fb, x, p, &s.children[0], dy)
+    })
 }
 
 #[test]
 fn residual_missing_skip_is_refuted() {
-    let r = certify_layer(&ResidualNoSkip, &t(&[2, 7]), &TieOptions::default());
+    let r = certify_layer(&residual_no_skip(), &t(&[2, 7]), &TieOptions::default());
     assert!(
         matches!(r.verdict, Verdict::Refuted { .. }),
         "{:?}",
