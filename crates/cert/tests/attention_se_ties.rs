@@ -12,7 +12,9 @@ use layers::ops::attention::{
 };
 use layers::ops::se::{ElementwiseProduct, SqueezeExcite};
 use layers::ops::{attention, se, OpCase};
-use layers::{CertLayer, Emit, Grads, LayerError, ParamSpec, Residual, Saved, Sites};
+use layers::{
+    CertLayer, Emit, Grads, LayerError, ParamSpec, ReplacedBackward, Residual, Saved, Sites,
+};
 use std::time::Instant;
 
 fn t(shape: &[i64]) -> TensorType {
@@ -308,35 +310,14 @@ fn patch() -> PatchEmbed {
 
 /// Patch embedding whose dpos takes example 0's cotangent only (the classic
 /// "per-example descriptor at batch N" slip, REFERENCE §3.5).
-struct PatchPosFromFirstExample(PatchEmbed);
-
-impl CertLayer for PatchPosFromFirstExample {
-    fn name(&self) -> String {
-        format!("{} (dpos = dy[0])", self.0.name())
-    }
-    fn output_type(&self, input: &TensorType) -> Result<TensorType, LayerError> {
-        self.0.output_type(input)
-    }
-    fn params(&self, input: &TensorType) -> Vec<ParamSpec> {
-        self.0.params(input)
-    }
-    fn forward(&self, fb: &mut FuncBuilder, x: ValueId, p: &[ValueId], s: &mut Sites) -> R<Saved> {
-        self.0.forward(fb, x, p, s)
-    }
-    fn backward(
-        &self,
-        fb: &mut FuncBuilder,
-        x: ValueId,
-        p: &[ValueId],
-        s: &Saved,
-        dy: ValueId,
-    ) -> R<Grads> {
-        let mut g = self.0.backward(fb, x, p, s, dy)?;
+fn patch_pos_from_first_example(pe: PatchEmbed) -> ReplacedBackward<PatchEmbed> {
+    ReplacedBackward::new(pe, "dpos = dy[0]", |l, fb, x, p, s, dy| {
+        let mut g = l.backward(fb, x, p, s, dy)?;
         let shape = fb.shape(dy);
         let first = fb.slice(dy, &[0, 0, 0], &[1, shape[1], shape[2]], &[1, 1, 1])?;
         g.dparams[3] = fb.reshape(first, &[shape[1], shape[2]])?;
         Ok(g)
-    }
+    })
 }
 
 #[test]
@@ -350,7 +331,7 @@ fn patch_embed_positive_twin_is_certified_exactly() {
 #[test]
 fn patch_embed_pos_grad_from_first_example_is_refuted() {
     let r = certify_layer(
-        &PatchPosFromFirstExample(patch()),
+        &patch_pos_from_first_example(patch()),
         &t(&PATCH_INPUT),
         &opts(),
     );
@@ -363,7 +344,7 @@ fn patch_embed_pos_slip_is_invisible_at_batch_one() {
     // At N = 1, dy[0] IS the batch sum: the control is only meaningful at N ≥ 2,
     // which is why the refutation above runs at N = 2.
     let r = certify_layer(
-        &PatchPosFromFirstExample(patch()),
+        &patch_pos_from_first_example(patch()),
         &t(&[1, 3, 8, 4]),
         &opts(),
     );
@@ -381,35 +362,14 @@ fn se_block() -> SqueezeExcite {
 }
 
 /// SE whose dx keeps only the path through the squeeze and the gate.
-struct SeWithoutDirectTerm(SqueezeExcite);
-
-impl CertLayer for SeWithoutDirectTerm {
-    fn name(&self) -> String {
-        format!("{} (dx without gate⊙dy)", self.0.name())
-    }
-    fn output_type(&self, input: &TensorType) -> Result<TensorType, LayerError> {
-        self.0.output_type(input)
-    }
-    fn params(&self, input: &TensorType) -> Vec<ParamSpec> {
-        self.0.params(input)
-    }
-    fn forward(&self, fb: &mut FuncBuilder, x: ValueId, p: &[ValueId], s: &mut Sites) -> R<Saved> {
-        self.0.forward(fb, x, p, s)
-    }
-    fn backward(
-        &self,
-        fb: &mut FuncBuilder,
-        x: ValueId,
-        p: &[ValueId],
-        _: &Saved,
-        dy: ValueId,
-    ) -> R<Grads> {
-        let terms = self.0.backward_terms(fb, x, p, dy)?;
+fn se_without_direct_term(se: SqueezeExcite) -> ReplacedBackward<SqueezeExcite> {
+    ReplacedBackward::new(se, "dx without gate⊙dy", |l, fb, x, p, _, dy| {
+        let terms = l.backward_terms(fb, x, p, dy)?;
         Ok(Grads {
             dx: terms.through_gate,
             dparams: terms.dparams,
         })
-    }
+    })
 }
 
 #[test]
@@ -421,7 +381,7 @@ fn se_positive_twin_is_certified() {
 
 #[test]
 fn se_missing_direct_term_is_refuted() {
-    let r = certify_layer(&SeWithoutDirectTerm(se_block()), &t(&SE_INPUT), &opts());
+    let r = certify_layer(&se_without_direct_term(se_block()), &t(&SE_INPUT), &opts());
     assert_refuted(&r, &["dx"]);
 }
 
@@ -430,39 +390,18 @@ fn se_missing_direct_term_is_refuted() {
 // ---------------------------------------------------------------------------
 
 /// `f ⊙ g` whose backward feeds f's branch `f(x)⊙dy` (swapped factors).
-struct ProductSwappedFactors(ElementwiseProduct);
-
-impl CertLayer for ProductSwappedFactors {
-    fn name(&self) -> String {
-        format!("{} (f.back(f⊙dy))", self.0.name())
-    }
-    fn output_type(&self, input: &TensorType) -> Result<TensorType, LayerError> {
-        self.0.output_type(input)
-    }
-    fn params(&self, input: &TensorType) -> Vec<ParamSpec> {
-        self.0.params(input)
-    }
-    fn forward(&self, fb: &mut FuncBuilder, x: ValueId, p: &[ValueId], s: &mut Sites) -> R<Saved> {
-        self.0.forward(fb, x, p, s)
-    }
-    fn backward(
-        &self,
-        fb: &mut FuncBuilder,
-        x: ValueId,
-        p: &[ValueId],
-        s: &Saved,
-        dy: ValueId,
-    ) -> R<Grads> {
-        let n = self.0.f_param_count(fb.ty(x));
+fn product_swapped_factors(prod: ElementwiseProduct) -> ReplacedBackward<ElementwiseProduct> {
+    ReplacedBackward::new(prod, "f.back(f⊙dy)", |l, fb, x, p, s, dy| {
+        let n = l.f_param_count(fb.ty(x));
         let fx = s.children[0].output();
         let wrong = fb.mul(fx, dy)?; // bug: should be g(x)⊙dy
-        let ga = self.0.f.backward(fb, x, &p[..n], &s.children[0], wrong)?;
-        let gb = self.0.g.backward(fb, x, &p[n..], &s.children[1], wrong)?;
+        let ga = l.f.backward(fb, x, &p[..n], &s.children[0], wrong)?;
+        let gb = l.g.backward(fb, x, &p[n..], &s.children[1], wrong)?;
         let dx = fb.add(ga.dx, gb.dx)?;
         let mut dparams = ga.dparams;
         dparams.extend(gb.dparams);
         Ok(Grads { dx, dparams })
-    }
+    })
 }
 
 fn relu_times_residual() -> ElementwiseProduct {
@@ -499,7 +438,7 @@ fn product_positive_twins_are_certified() {
 fn product_swapped_factors_is_refuted() {
     // relu ⊙ (relu + id): f(x) ≠ g(x) wherever x < 0, so f(x)⊙dy ≠ g(x)⊙dy.
     let r = certify_layer(
-        &ProductSwappedFactors(relu_times_residual()),
+        &product_swapped_factors(relu_times_residual()),
         &t(&[3, 2, 3, 5]),
         &opts(),
     );
@@ -509,7 +448,7 @@ fn product_swapped_factors_is_refuted() {
     // Two patch embeddings with independent parameters: f's parameter
     // gradients see the wrong factor (dx is checked first and is wrong too).
     let r = certify_layer(
-        &ProductSwappedFactors(patch_times_patch()),
+        &product_swapped_factors(patch_times_patch()),
         &t(&[2, 3, 4, 6]),
         &opts(),
     );
