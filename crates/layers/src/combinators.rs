@@ -210,24 +210,10 @@ impl CertLayer for Projection {
         )
     }
     fn output_type(&self, input: &TensorType) -> Result<TensorType, LayerError> {
-        let a = self.main.output_type(input)?;
-        let b = self.shortcut.output_type(input)?;
-        if a != b {
-            return Err(LayerError(format!(
-                "projection: main gives {a}, shortcut gives {b}"
-            )));
-        }
-        Ok(a)
+        fan_in_output_type("projection", self.branches(), input)
     }
     fn params(&self, input: &TensorType) -> Vec<ParamSpec> {
-        let mut out = Vec::new();
-        for (pre, l) in [("main", &self.main), ("shortcut", &self.shortcut)] {
-            for mut p in l.params(input) {
-                p.name = format!("{pre}.{}", p.name);
-                out.push(p);
-            }
-        }
-        out
+        fan_in_params(self.branches(), input)
     }
     fn forward(
         &self,
@@ -268,6 +254,41 @@ impl CertLayer for Projection {
         dparams.extend(gb.dparams);
         Ok(Grads { dx, dparams })
     }
+}
+
+impl Projection {
+    fn branches(&self) -> [(&'static str, &dyn CertLayer); 2] {
+        [("main", &*self.main), ("shortcut", &*self.shortcut)]
+    }
+}
+
+/// The output type of a two-branch fan-in (`op` names it in errors): both
+/// branches must map `input` to the same type.
+pub fn fan_in_output_type(
+    op: &str,
+    [(na, a), (nb, b)]: [(&str, &dyn CertLayer); 2],
+    input: &TensorType,
+) -> Result<TensorType, LayerError> {
+    let (ta, tb) = (a.output_type(input)?, b.output_type(input)?);
+    if ta != tb {
+        return Err(LayerError(format!(
+            "{op}: {na} gives {ta}, {nb} gives {tb}; the branches need equal types"
+        )));
+    }
+    Ok(ta)
+}
+
+/// The parameters of a fan-in: each branch's, in branch order, prefixed by the
+/// branch name.
+pub fn fan_in_params(branches: [(&str, &dyn CertLayer); 2], input: &TensorType) -> Vec<ParamSpec> {
+    let mut out = Vec::new();
+    for (pre, l) in branches {
+        for mut p in l.params(input) {
+            p.name = format!("{pre}.{}", p.name);
+            out.push(p);
+        }
+    }
+    out
 }
 
 /// A replacement backward map: `(layer, fb, x, params, saved, dy) → grads`.

@@ -3,6 +3,7 @@
 //! `SqueezeExcite` (§2.14), each with its hand-written backward map.
 
 use super::attention::{dense_last_axis, dense_last_axis_back};
+use crate::combinators::{fan_in_output_type, fan_in_params};
 use crate::emit::{Emit, R};
 use crate::layer::{CertLayer, Grads, Init, LayerError, ParamSpec, Saved, Sites};
 use ir::{FuncBuilder, TensorType, UnaryOp, ValueId};
@@ -22,6 +23,10 @@ pub struct ElementwiseProduct {
 
 impl ElementwiseProduct {
     /// How many of the flat parameters belong to `f` at input type `input`.
+    fn branches(&self) -> [(&'static str, &dyn CertLayer); 2] {
+        [("f", &*self.f), ("g", &*self.g)]
+    }
+
     pub fn f_param_count(&self, input: &TensorType) -> usize {
         self.f.params(input).len()
     }
@@ -33,25 +38,11 @@ impl CertLayer for ElementwiseProduct {
     }
 
     fn output_type(&self, input: &TensorType) -> Result<TensorType, LayerError> {
-        let a = self.f.output_type(input)?;
-        let b = self.g.output_type(input)?;
-        if a != b {
-            return Err(LayerError(format!(
-                "elementwise product: f gives {a}, g gives {b}; the factors need equal types"
-            )));
-        }
-        Ok(a)
+        fan_in_output_type("elementwise product", self.branches(), input)
     }
 
     fn params(&self, input: &TensorType) -> Vec<ParamSpec> {
-        let mut out = Vec::new();
-        for (pre, l) in [("f", &self.f), ("g", &self.g)] {
-            for mut p in l.params(input) {
-                p.name = format!("{pre}.{}", p.name);
-                out.push(p);
-            }
-        }
-        out
+        fan_in_params(self.branches(), input)
     }
 
     fn forward(
