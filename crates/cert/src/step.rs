@@ -2,7 +2,9 @@
 //! ∂Loss/∂θ. At a random point the step is evaluated in f64 (bf16 converts
 //! are the identity there: "certified at identity rounding"); the gradient g
 //! of every parameter is recovered from the step's outputs (SGD: (θ − θ')/lr;
-//! Nesterov: v' − μv; AdamW: (m' − β1·m)/(1 − β1)); the tail formula of
+//! Nesterov: v' − μv; AdamW: (m' − β1·m)/(1 − β1); heavy-ball: v' − μv − wd·θ,
+//! so the L2 term the tail adds must be there for g to be the loss gradient);
+//! the tail formula of
 //! REFERENCE §6.3 replayed in f64 from (θ, m, v, g) must reproduce θ', m', v';
 //! and each g_b is tied to an oracle that never sees the step: the directional
 //! derivative of the standalone loss forward (`chain_with_loss()` built with
@@ -15,7 +17,7 @@ use ir::{ElemType, Module};
 use layers::net::NetSpec;
 use layers::trainstep::{
     step_signature, Optimizer, SlotKind, StepSignature, ADAMW_WEIGHT_DECAY, ADAM_BETA1, ADAM_BETA2,
-    ADAM_EPS, NESTEROV_MU,
+    ADAM_EPS, HEAVY_BALL_MU, HEAVY_BALL_WEIGHT_DECAY, NESTEROV_MU,
 };
 use layers::{tie_funcs, Init};
 use std::time::Instant;
@@ -99,7 +101,7 @@ fn shape(ty: &ir::TensorType) -> Vec<usize> {
 
 /// A point of the step's inputs: data-like images, parameters by their init,
 /// moments, one-hot rows, and host-side scalars.
-fn sample(
+pub(crate) fn sample(
     sig: &StepSignature,
     net: &NetSpec,
     rng: &mut Rng,
@@ -162,7 +164,7 @@ fn sample(
         .collect()
 }
 
-fn as_values<S: den::Scalar>(ts: &[Tensor<f64>]) -> Vec<Value<S>> {
+pub(crate) fn as_values<S: den::Scalar>(ts: &[Tensor<f64>]) -> Vec<Value<S>> {
     ts.iter()
         .map(|t| Value::Float(t.map(|&x| S::from_f64(x).expect("finite")), ElemType::F32))
         .collect()
@@ -197,6 +199,11 @@ fn replay(
             let moved = th - lr * upd;
             (moved - lr * (f32c(ADAMW_WEIGHT_DECAY) * th), mn, vn)
         }
+        Optimizer::HeavyBall => {
+            let g_l2 = f32c(HEAVY_BALL_WEIGHT_DECAY) * th + g;
+            let vn = f32c(HEAVY_BALL_MU) * v + g_l2;
+            (th - lr * vn, m, vn)
+        }
     }
 }
 
@@ -216,6 +223,9 @@ fn recover(
         Optimizer::Sgd => (th - th_new) / lr,
         Optimizer::Nesterov => v_new - f32c(NESTEROV_MU) * v,
         Optimizer::AdamW => (m_new - f32c(ADAM_BETA1) * m) / f32c(1.0 - ADAM_BETA1),
+        Optimizer::HeavyBall => {
+            v_new - f32c(HEAVY_BALL_MU) * v - f32c(HEAVY_BALL_WEIGHT_DECAY) * th
+        }
     }
 }
 

@@ -119,6 +119,40 @@ fn outcome_labels(op: &str) -> Option<&'static [&'static str]> {
     }
 }
 
+impl SiteCoverage {
+    /// A site's coverage from its per-outcome counts: the outcomes never
+    /// taken are named where the op's outcome set is closed.
+    pub(crate) fn from_counts(site: String, op: &'static str, outcomes: Vec<usize>) -> Self {
+        let missing = outcome_labels(op)
+            .map(|labels| {
+                labels
+                    .iter()
+                    .enumerate()
+                    .filter(|(k, _)| outcomes.get(*k).copied().unwrap_or(0) == 0)
+                    .map(|(_, l)| l.to_string())
+                    .collect()
+            })
+            .unwrap_or_default();
+        SiteCoverage {
+            site,
+            op,
+            outcomes,
+            missing,
+        }
+    }
+}
+
+/// Adds one point's per-outcome counts to a site's running totals (a window
+/// op's count vector grows with the offsets seen).
+pub(crate) fn add_outcomes(totals: &mut Vec<usize>, outcomes: &[usize]) {
+    if totals.len() < outcomes.len() {
+        totals.resize(outcomes.len(), 0);
+    }
+    for (a, b) in totals.iter_mut().zip(outcomes) {
+        *a += b;
+    }
+}
+
 /// The smallest margin of the certified points, and where.
 #[derive(Clone, Debug, PartialEq)]
 pub struct MarginReport {
@@ -154,6 +188,28 @@ pub struct SiteMargin {
     pub decisions: usize,
 }
 
+impl SiteMargin {
+    /// A site's record from its first point's margin.
+    pub(crate) fn first(site: String, m: &den::Margin) -> Self {
+        SiteMargin {
+            site,
+            op: m.op,
+            min: m.min,
+            argmin: m.argmin,
+            decisions: m.decisions,
+        }
+    }
+
+    /// Folds another point's margin of the same site in.
+    pub(crate) fn absorb(&mut self, m: &den::Margin) {
+        if m.min < self.min {
+            self.min = m.min;
+            self.argmin = m.argmin;
+        }
+        self.decisions += m.decisions;
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct TieReport {
     pub layer: String,
@@ -187,6 +243,34 @@ impl TieReport {
     pub fn certified(&self) -> bool {
         self.verdict == Verdict::Certified
     }
+
+    /// A report before any point: no blocks, sites or coverage yet, and
+    /// certified until a check says otherwise.
+    pub(crate) fn start(
+        layer: String,
+        input: TensorType,
+        evidence: Evidence,
+        probes: usize,
+    ) -> Self {
+        TieReport {
+            layer,
+            input,
+            evidence,
+            probes,
+            blocks: 0,
+            points: 0,
+            failure_bound: None,
+            full_jacobian: false,
+            min_margin: None,
+            kinks_resampled: Vec::new(),
+            flat_ties: Vec::new(),
+            coverage: Vec::new(),
+            block_results: Vec::new(),
+            site_margins: Vec::new(),
+            verdict: Verdict::Certified,
+            seconds: 0.0,
+        }
+    }
 }
 
 /// Certify `layer` at input type `input`.
@@ -194,22 +278,9 @@ pub fn certify_layer(layer: &dyn CertLayer, input: &TensorType, opts: &TieOption
     let t0 = Instant::now();
     let name = layer.name();
     let undecided = |reason: String, t0: Instant| TieReport {
-        layer: name.clone(),
-        input: input.clone(),
-        evidence: Evidence::Exact,
-        probes: 0,
-        blocks: 0,
-        points: 0,
-        failure_bound: None,
-        full_jacobian: false,
-        min_margin: None,
-        kinks_resampled: Vec::new(),
-        flat_ties: Vec::new(),
-        coverage: Vec::new(),
-        block_results: Vec::new(),
-        site_margins: Vec::new(),
         verdict: Verdict::Undecided { reason },
         seconds: t0.elapsed().as_secs_f64(),
+        ..TieReport::start(name.clone(), input.clone(), Evidence::Exact, 0)
     };
     let funcs = match tie_funcs(layer, input) {
         Ok(f) => f,
@@ -736,23 +807,15 @@ impl Tie<'_> {
         let total_in: usize = types.iter().map(|t| t.num_elements() as usize).sum();
         let total_out: usize = self.outputs.iter().map(|t| t.num_elements() as usize).sum();
         let full = total_in + total_out <= opts.full_jacobian_limit;
+        let input = types
+            .first()
+            .cloned()
+            .unwrap_or_else(|| TensorType::f32(Vec::<i64>::new()));
         let mut report = TieReport {
-            layer: String::new(),
-            input: types
-                .first()
-                .cloned()
-                .unwrap_or_else(|| TensorType::f32(Vec::<i64>::new())),
-            evidence,
-            probes: opts.probes,
             blocks: names.len(),
-            points: 0,
             failure_bound: exact
                 .then(|| (2.0 / (2 * PROBE_RANGE + 1) as f64).powi(opts.probes as i32)),
             full_jacobian: full,
-            min_margin: None,
-            kinks_resampled: Vec::new(),
-            flat_ties: Vec::new(),
-            coverage: Vec::new(),
             block_results: names
                 .iter()
                 .map(|n| BlockResult {
@@ -761,9 +824,7 @@ impl Tie<'_> {
                     probes: 0,
                 })
                 .collect(),
-            site_margins: Vec::new(),
-            verdict: Verdict::Certified,
-            seconds: 0.0,
+            ..TieReport::start(String::new(), input, evidence, opts.probes)
         };
         // (op index, op) → outcome counts over the certified points.
         let mut seen: Vec<((usize, &'static str), Vec<usize>)> = Vec::new();
@@ -922,22 +983,12 @@ impl Tie<'_> {
                     .zip(&site_ops)
                     .find(|(_, k)| **k == m.op_index)
                 {
-                    Some((s, _)) => {
-                        if m.min < s.min {
-                            s.min = m.min;
-                            s.argmin = m.argmin;
-                        }
-                        s.decisions += m.decisions;
-                    }
+                    Some((s, _)) => s.absorb(m),
                     None => {
                         site_ops.push(m.op_index);
-                        report.site_margins.push(SiteMargin {
-                            site: self.site_name(m.op_index, m.op),
-                            op: m.op,
-                            min: m.min,
-                            argmin: m.argmin,
-                            decisions: m.decisions,
-                        });
+                        report
+                            .site_margins
+                            .push(SiteMargin::first(self.site_name(m.op_index, m.op), m));
                     }
                 }
                 let key = (m.op_index, m.op);
@@ -948,34 +999,13 @@ impl Tie<'_> {
                         seen.len() - 1
                     }
                 };
-                let counts = &mut seen[slot].1;
-                if counts.len() < m.outcomes.len() {
-                    counts.resize(m.outcomes.len(), 0);
-                }
-                for (a, b) in counts.iter_mut().zip(&m.outcomes) {
-                    *a += b;
-                }
+                add_outcomes(&mut seen[slot].1, &m.outcomes);
             }
         }
         report.coverage = seen
             .into_iter()
             .map(|((idx, op), outcomes)| {
-                let missing = outcome_labels(op)
-                    .map(|labels| {
-                        labels
-                            .iter()
-                            .enumerate()
-                            .filter(|(k, _)| outcomes.get(*k).copied().unwrap_or(0) == 0)
-                            .map(|(_, l)| l.to_string())
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                SiteCoverage {
-                    site: self.site_name(idx, op),
-                    op,
-                    outcomes,
-                    missing,
-                }
+                SiteCoverage::from_counts(self.site_name(idx, op), op, outcomes)
             })
             .collect();
         report

@@ -11,7 +11,7 @@ use layers::emit::R;
 use layers::ops::activation::{Gelu, GeluForm, Relu6, GELU_SQRT_2_OVER_PI};
 use layers::ops::loss::SoftmaxCrossEntropy;
 use layers::ops::norm::{kept_dims, standardize, BatchNorm, BnWorld};
-use layers::ops::pool::MaxPool;
+use layers::ops::pool::{MaxPool, PoolBackward};
 use layers::ops::{activation, loss, norm, pool, OpCase};
 use layers::{CertLayer, Emit, Grads, LayerError, ReplacedBackward, Saved, Sites};
 use std::time::Instant;
@@ -144,6 +144,7 @@ fn pool_kink_site_is_named_and_margin_positive() {
         window: 3,
         stride: 2,
         pad: 1,
+        backward: PoolBackward::SelectAndScatter,
     };
     let r = certify(&p, &[1, 2, 7, 5]);
     assert_certified(&r);
@@ -159,11 +160,13 @@ const POOL3: MaxPool = MaxPool {
     window: 3,
     stride: 2,
     pad: 1,
+    backward: PoolBackward::SelectAndScatter,
 };
 const POOL2: MaxPool = MaxPool {
     window: 2,
     stride: 2,
     pad: 0,
+    backward: PoolBackward::SelectAndScatter,
 };
 
 /// The reference's drift: a 3×3/s2 pad-1 forward paired with the 2×2/s2

@@ -53,6 +53,7 @@ fn tiny(bn: Option<BnWorld>) -> NetSpec {
         classes: 4,
         layers,
         label_smoothing: None,
+        pool_backward: Default::default(),
     }
 }
 

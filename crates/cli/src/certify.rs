@@ -260,9 +260,11 @@ pub fn certify_net(args: &NetArgs) -> Result<u8> {
     );
     println!(
         "evidence: f64 dual numbers (forward mode, never the backward) against the emitted backward; \
-{} point(s), {} probe(s) per block; a block passes when |<u,J·v> − <B(u),v>| ≤ {:.0e} × scale \
+{} point(s), {} joint probe(s): u on the output and v on every block at once, one forward and one \
+backward per probe; the tie passes when |<u,J·v> − Σ_b <B_b(u),v_b>| ≤ {:.0e} × scale \
 (scale = Σ|u⊙J·v| + Σ|B(u)⊙v| + ‖u‖‖v‖); Gaussian probes make a wrong block pass with \
-probability 0 unless its error is below that tolerance",
+probability 0 unless its error is below that tolerance; a failure is localised to a block by \
+bisection; each block row shows the joint identity's discrepancy",
         opts.points, opts.probes, opts.f64_tolerance
     );
     let c = cert::certify_net(&net, args.batch, &opts).map_err(|e| anyhow::anyhow!("{e}"))?;

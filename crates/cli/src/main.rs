@@ -2,12 +2,14 @@
 //! the library crates; exit status 0 = ok, 1 = a check refuted, 2 = usage,
 //! parse or verification error.
 
+mod bench;
 mod certify;
 mod check_vjp;
 mod demo;
 mod nets;
 mod npy;
 mod render;
+mod run_engine;
 mod train;
 
 use anyhow::{bail, Context, Result};
@@ -79,29 +81,35 @@ enum Command {
     Render {
         /// Built-in net name (e.g. cifar8-bbn).
         net: String,
-        /// Optimizer tail: sgd, nesterov or adamw.
+        /// Optimizer tail: sgd, nesterov, adamw or momentum (heavy-ball, coupled L2).
         #[arg(long, default_value = "adamw")]
         optimizer: String,
-        /// Batch size baked into the signature.
+        /// Batch size baked into the signature (per replica).
         #[arg(long, default_value_t = 128)]
         batch: i64,
         /// bf16 conv/dot operands with f32 accumulation (master weights stay f32).
         #[arg(long)]
         bf16: bool,
+        /// Data-parallel replicas R: one all_reduce (sum) per gradient, then ÷R.
+        #[arg(long, default_value_t = 1)]
+        replicas: usize,
         /// Render the eval forward (running BN statistics) instead of the train step.
         #[arg(long)]
         eval: bool,
+        /// Max-pool backward form: select-and-scatter or shifted-sums (IREE).
+        #[arg(long, default_value = "select-and-scatter")]
+        pool_backward: String,
         /// Output .mlir file.
         #[arg(short, long)]
         output: PathBuf,
     },
-    /// Parse, verify and round-trip a StableHLO file; print its functions and op counts.
     /// List the built-in nets (or a net file) with input shape and parameter counts.
     Nets {
         /// A .toml or .json net file to read instead.
         #[arg(long)]
         file: Option<PathBuf>,
     },
+    /// Parse, verify and round-trip a StableHLO file; print its functions and op counts.
     Check {
         /// The .mlir file to check.
         file: PathBuf,
@@ -146,6 +154,8 @@ enum Command {
     /// Train a net with its rendered, certified step (certifies it first), with
     /// checkpoints, a metrics log and a plot in the run directory.
     Train(train::TrainArgs),
+    /// Time a rendered train step on the CPU executor, or measure the GEMM peak.
+    Bench(bench::BenchArgs),
     /// Score a run directory's latest checkpoint on the test split.
     Eval(train::EvalArgs),
     /// Evaluate a function of a StableHLO file on .npy inputs; write its outputs as .npy.
@@ -164,6 +174,11 @@ enum Command {
         /// Use the generic reference evaluator instead of the fast f32 kernels.
         #[arg(long)]
         generic: bool,
+        #[command(flatten)]
+        engine: train::EngineArgs,
+        /// Run the function this many times and report the step times.
+        #[arg(long, default_value_t = 1)]
+        repeat: usize,
     },
 }
 
@@ -224,14 +239,18 @@ fn main() -> ExitCode {
             optimizer,
             batch,
             bf16,
+            replicas,
             eval,
+            pool_backward,
             output,
         } => render::render(&render::RenderArgs {
             net: &net,
             optimizer: &optimizer,
             batch,
             bf16,
+            replicas,
             eval,
+            pool_backward: &pool_backward,
             output: &output,
         }),
         Command::Check { file } => check(&file),
@@ -267,6 +286,7 @@ fn main() -> ExitCode {
             json: json.as_deref(),
         }),
         Command::Train(a) => train::train(&a),
+        Command::Bench(a) => bench::bench(&a),
         Command::Eval(a) => train::eval(&a),
         Command::Run {
             file,
@@ -274,7 +294,11 @@ fn main() -> ExitCode {
             inputs,
             out,
             generic,
-        } => run(&file, func.as_deref(), &inputs, &out, !generic),
+            engine,
+            repeat,
+        } => engine
+            .options()
+            .and_then(|e| run(&file, func.as_deref(), &inputs, &out, generic, &e, repeat)),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -352,7 +376,15 @@ fn check(file: &Path) -> Result<()> {
     Ok(())
 }
 
-fn run(file: &Path, func: Option<&str>, inputs: &[PathBuf], out: &Path, fast: bool) -> Result<()> {
+fn run(
+    file: &Path,
+    func: Option<&str>,
+    inputs: &[PathBuf],
+    out: &Path,
+    generic: bool,
+    engine: &engines::engine::EngineOptions,
+    repeat: usize,
+) -> Result<()> {
     let module = load_module(file)?;
     let f = match func {
         Some(name) => module.func(name).with_context(|| {
@@ -384,26 +416,33 @@ fn run(file: &Path, func: Option<&str>, inputs: &[PathBuf], out: &Path, fast: bo
     for (i, (path, p)) in inputs.iter().zip(&f.params).enumerate() {
         values.push(npy::read_input(path, i, &p.ty)?);
     }
-    let opts = den::eval::EvalOptions {
-        fast,
-        ..Default::default()
-    };
-    let t0 = Instant::now();
-    let result = den::eval::eval_func::<f32>(&module, &f.name, values, &opts)
-        .map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
-    let elapsed = t0.elapsed();
+    let result = run_engine::execute(&module, &f.name, values, engine, generic, repeat)
+        .map_err(|e| anyhow::anyhow!("{}: {e:#}", file.display()))?;
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
     for (i, v) in result.outputs.iter().enumerate() {
         npy::write_output(&out.join(format!("out_{i}.npy")), v)?;
     }
+    let mut times = result.run_seconds.clone();
+    times.sort_by(f64::total_cmp);
     println!(
-        "@{}: {} output{} written to {} (evaluated in {:.1} ms, {} path)",
+        "@{}: {} output{} written to {} (evaluated in {:.1} ms{}; {}, prepared in {:.2} s)",
         f.name,
         result.outputs.len(),
         if result.outputs.len() == 1 { "" } else { "s" },
         out.display(),
-        elapsed.as_secs_f64() * 1e3,
-        if fast { "fast f32" } else { "generic f32" }
+        result.run_seconds[0] * 1e3,
+        if times.len() > 1 {
+            format!(
+                ", median of {} runs {:.1} ms, min {:.1} ms",
+                times.len(),
+                times[times.len() / 2] * 1e3,
+                times[0] * 1e3
+            )
+        } else {
+            String::new()
+        },
+        result.how,
+        result.prepare_seconds
     );
     Ok(())
 }

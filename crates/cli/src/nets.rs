@@ -11,7 +11,7 @@ fn row(net: &NetSpec) -> Result<String> {
     let (tensors, floats) = net.param_count().map_err(|e| anyhow!("{e}"))?;
     let (c, h, w) = net.input;
     Ok(format!(
-        "{:<14} {:>10} {:>7} {:<11} {:>6} {:>7} {:>9}",
+        "{:<15} {:>10} {:>7} {:<11} {:>6} {:>7} {:>10}",
         net.name,
         format!("{c}×{h}×{w}"),
         net.classes,
@@ -41,7 +41,7 @@ fn group_thousands(n: i64) -> String {
 
 pub fn nets(file: Option<&Path>) -> Result<()> {
     println!(
-        "{:<14} {:>10} {:>7} {:<11} {:>6} {:>7} {:>9}",
+        "{:<15} {:>10} {:>7} {:<11} {:>6} {:>7} {:>10}",
         "net", "input", "classes", "BN world", "layers", "tensors", "floats"
     );
     match file {
@@ -74,6 +74,19 @@ mod tests {
         let r = row(&layers::net::by_name("cifar8-bbn").unwrap()).unwrap();
         assert!(r.contains("Batch") && r.contains(" 38 "), "{r}");
         assert_eq!(group_thousands(999), "999");
+        // REFERENCE §4.2–4.3 (issue 9): the exact ResNet counts.
+        for (net, tensors, floats) in [
+            ("resnet34", " 110 ", "21,289,802"),
+            ("resnet50", " 161 ", "23,528,522"),
+            ("resnet50-k1000", " 161 ", "25,557,032"),
+        ] {
+            let r = row(&layers::net::by_name(net).unwrap()).unwrap();
+            assert!(
+                r.starts_with(&format!("{net} ")) && r.contains(tensors) && r.ends_with(floats),
+                "{r}"
+            );
+            assert!(r.contains("3×224×224") && r.contains("Batch"), "{r}");
+        }
         assert_eq!(group_thousands(1000), "1,000");
     }
 

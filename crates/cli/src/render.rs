@@ -1,8 +1,13 @@
-//! `certgrad render NET`: print a built-in net's train step (or eval forward)
-//! as StableHLO, with a summary of its signature, size and render time.
+//! `certgrad render NET`: print a built-in net's train step (single-device or
+//! data-parallel over R replicas) or its eval forward as StableHLO, with its
+//! max pools' backward in either emitted form, and a summary of its
+//! signature, size and render time.
 
 use anyhow::{bail, Context, Result};
-use layers::trainstep::{render_eval_forward_parts, render_train_step_parts, Optimizer, SlotKind};
+use layers::ops::pool::PoolBackward;
+use layers::trainstep::{
+    render_eval_forward_parts, render_train_step_parts_with, Optimizer, SlotKind, StepOptions,
+};
 use std::path::Path;
 use std::time::Instant;
 
@@ -11,8 +16,20 @@ pub struct RenderArgs<'a> {
     pub optimizer: &'a str,
     pub batch: i64,
     pub bf16: bool,
+    pub replicas: usize,
     pub eval: bool,
+    /// `select-and-scatter` or `shifted-sums`.
+    pub pool_backward: &'a str,
     pub output: &'a Path,
+}
+
+/// The CLI spelling of a max-pool backward form.
+pub fn parse_pool_backward(s: &str) -> Result<PoolBackward> {
+    match s {
+        "select-and-scatter" => Ok(PoolBackward::SelectAndScatter),
+        "shifted-sums" => Ok(PoolBackward::ShiftedSums),
+        _ => bail!("unknown --pool-backward {s:?} (select-and-scatter, shifted-sums)"),
+    }
 }
 
 pub fn render(a: &RenderArgs) -> Result<()> {
@@ -20,9 +37,20 @@ pub fn render(a: &RenderArgs) -> Result<()> {
     let Some(net) = layers::net::by_name(a.net) else {
         bail!("unknown net {:?} (built-in: {})", a.net, names.join(", "));
     };
+    let net = net.with_pool_backward(parse_pool_backward(a.pool_backward)?);
     let Some(opt) = Optimizer::parse(a.optimizer) else {
-        bail!("unknown optimizer {:?} (sgd, nesterov, adamw)", a.optimizer);
+        bail!(
+            "unknown optimizer {:?} ({})",
+            a.optimizer,
+            Optimizer::names()
+        );
     };
+    if a.replicas < 1 {
+        bail!("--replicas must be at least 1");
+    }
+    if a.eval && a.replicas > 1 {
+        bail!("--replicas applies to the train step, not to --eval");
+    }
     if a.batch < 1 {
         bail!("--batch must be at least 1");
     }
@@ -33,7 +61,12 @@ pub fn render(a: &RenderArgs) -> Result<()> {
     let r = if a.eval {
         render_eval_forward_parts(&net, a.batch)
     } else {
-        render_train_step_parts(&net, a.batch, opt, a.bf16)
+        let step = StepOptions {
+            optimizer: opt,
+            bf16: a.bf16,
+            replicas: a.replicas,
+        };
+        render_train_step_parts_with(&net, a.batch, &step)
     }
     .map_err(|e| anyhow::anyhow!("{e}"))?;
     let text = ir::print::print_module(&r.module);
@@ -41,6 +74,11 @@ pub fn render(a: &RenderArgs) -> Result<()> {
     std::fs::write(a.output, &text).with_context(|| format!("writing {}", a.output.display()))?;
     let f = r.func();
     let total: usize = f.op_counts().iter().map(|(_, c)| c).sum();
+    let collectives = f
+        .op_counts()
+        .iter()
+        .find(|(name, _)| *name == "stablehlo.all_reduce")
+        .map_or(0, |(_, c)| *c);
     let sig = &r.signature;
     let count = |k| sig.input_positions(k).len();
     println!(
@@ -69,5 +107,23 @@ pub fn render(a: &RenderArgs) -> Result<()> {
             ""
         }
     );
+    let scatters = f
+        .op_counts()
+        .iter()
+        .find(|(name, _)| *name == "stablehlo.select_and_scatter")
+        .map_or(0, |(_, c)| *c);
+    if !a.eval {
+        println!(
+            "  max-pool backward: {} ({scatters} select_and_scatter)",
+            a.pool_backward
+        );
+    }
+    if a.replicas > 1 {
+        println!(
+            "  data-parallel: {} replicas × batch {}, {collectives} all_reduce (sum, then ÷{}) \
+             before the optimizer tail; BN statistics and the loss output are per replica",
+            a.replicas, a.batch, a.replicas
+        );
+    }
     Ok(())
 }

@@ -2,12 +2,45 @@
 //! `train` crate. Train certifies the rendered step first (a step that is not
 //! certified is never trained with), runs the host loop with a progress bar,
 //! writes metrics, checkpoints and a plot to the run directory, and prints a
-//! one-screen summary; eval scores a run directory's latest checkpoint.
+//! one-screen summary; eval scores a run directory's latest checkpoint. Both
+//! run the rendered functions on the engine `--engine` names (native by
+//! default; `pjrt` with a plugin, `iree`), the step data-parallel over
+//! `--replicas` replicas.
 
 use anyhow::{bail, Result};
 use clap::Args;
+use engines::engine::EngineOptions;
 use std::path::{Path, PathBuf};
+use std::time::Instant;
 use train::{checkpoint_path, session, RunOptions, Session, TrainConfig};
+
+/// Where the rendered functions run.
+#[derive(Args, Clone)]
+pub struct EngineArgs {
+    /// native (certgrad's f32 executor), pjrt (XLA or another PJRT backend
+    /// through --pjrt-plugin) or iree (iree-compile + iree-run-module).
+    #[arg(long, default_value = "native")]
+    pub engine: String,
+    /// The PJRT plugin .so (default: $CERTGRAD_PJRT_PLUGIN), e.g. libpjrt_cpu.so
+    /// or jax-cuda12-pjrt's xla_cuda_plugin.so.
+    #[arg(long)]
+    pub pjrt_plugin: Option<PathBuf>,
+    /// Directory holding iree-compile and iree-run-module (default: the PATH,
+    /// then ~/.cache/certgrad/venv/bin).
+    #[arg(long)]
+    pub iree_dir: Option<PathBuf>,
+}
+
+impl EngineArgs {
+    pub fn options(&self) -> Result<EngineOptions> {
+        EngineOptions::from_cli(
+            &self.engine,
+            self.pjrt_plugin.clone(),
+            self.iree_dir.clone(),
+        )
+        .map_err(|e| anyhow::anyhow!("{e}"))
+    }
+}
 
 #[derive(Args)]
 pub struct TrainArgs {
@@ -71,12 +104,29 @@ pub struct TrainArgs {
     /// No progress bar.
     #[arg(long)]
     pub quiet: bool,
+    #[command(flatten)]
+    pub engine: EngineArgs,
+    /// Data-parallel replicas: --batch is the global batch, split into R
+    /// equal shards (one per device on PJRT; BN statistics per shard).
+    #[arg(long, default_value_t = 1)]
+    pub replicas: usize,
+    /// Measure instead of training: run N updates from the initial state,
+    /// print each loss and the step time; no run directory is written.
+    #[arg(long)]
+    pub steps: Option<u64>,
+    /// With --steps: also run every update on this engine from the same
+    /// state (same plugin/IREE options) and print how far its loss and θ'
+    /// are from the primary engine's; the primary's state carries on.
+    #[arg(long, requires = "steps")]
+    pub shadow_engine: Option<String>,
 }
 
 #[derive(Args)]
 pub struct EvalArgs {
     /// A run directory written by `certgrad train`.
     pub run_dir: PathBuf,
+    #[command(flatten)]
+    pub engine: EngineArgs,
 }
 
 fn verdict_line(r: &cert::step::StepTieReport) -> String {
@@ -128,8 +178,9 @@ pub fn train(a: &TrainArgs) -> Result<()> {
             .expect("an unused run directory")
     });
     let ck = checkpoint_path(&out);
+    let engine = a.engine.options()?;
     let (mut s, resumed) = if a.resume {
-        let (s, len) = session::resume(&out)?;
+        let (s, len) = session::resume_with(&out, engine)?;
         if s.cfg.net != a.net {
             bail!(
                 "{}: the checkpoint is of a run of `{}`, not `{}`",
@@ -171,8 +222,9 @@ pub fn train(a: &TrainArgs) -> Result<()> {
             checkpoint_every: a.checkpoint_every,
             limit_train: a.limit_train,
             limit_test: a.limit_test,
+            replicas: a.replicas,
         };
-        (Session::new(cfg)?, None)
+        (Session::with_engine(cfg, engine)?, None)
     };
     let (c, h, w) = s.net.input;
     let (tensors, floats) = s.net.param_count().map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -185,20 +237,31 @@ pub fn train(a: &TrainArgs) -> Result<()> {
         s.data.classes
     );
     eprintln!(
-        "step @{}: {} updates/epoch at batch {}, {} {}, lr {} (warmup {} updates, cosine to {})",
+        "step @{}: {} updates/epoch at batch {}{}, {} {}, lr {} (warmup {} updates, cosine to {}); engine {}",
         s.step_sig.func,
         s.steps_per_epoch(),
         s.cfg.batch,
+        if s.cfg.replicas > 1 {
+            format!(" ({} replicas × {})", s.cfg.replicas, s.shard_batch())
+        } else {
+            String::new()
+        },
         s.cfg.optimizer,
         if s.cfg.bf16 { "bf16" } else { "f32" },
         s.cfg.lr,
         s.warmup_steps(),
-        s.total_steps()
+        s.total_steps(),
+        s.engine_options.kind
     );
     if !a.no_certify {
         let report = s.certify(a.certify_batch)?;
         println!("certify: {}", verdict_line(&report));
-        if a.certify_batch == s.cfg.batch {
+        if s.cfg.replicas > 1 {
+            println!(
+                "         (the one-replica step at batch {}: the per-replica body of the {}-replica step this run trains with)",
+                a.certify_batch, s.cfg.replicas
+            );
+        } else if a.certify_batch == s.cfg.batch {
             println!("         (the module object this run trains with)");
         } else {
             println!(
@@ -212,6 +275,20 @@ pub fn train(a: &TrainArgs) -> Result<()> {
         }
     } else {
         println!("certify: skipped (--no-certify)");
+    }
+    if let Some(n) = a.steps {
+        let mut shadow = match &a.shadow_engine {
+            Some(e) => {
+                let opts = EngineArgs {
+                    engine: e.clone(),
+                    ..a.engine.clone()
+                }
+                .options()?;
+                Some(Session::with_engine(s.cfg.clone(), opts)?)
+            }
+            None => None,
+        };
+        return measure_steps(&mut s, n, shadow.as_mut());
     }
     let summary = train::run(
         &mut s,
@@ -260,8 +337,89 @@ pub fn train(a: &TrainArgs) -> Result<()> {
     Ok(())
 }
 
+/// `--steps N`: N updates from the session's state, each loss printed as
+/// `step K loss L` (full precision, for comparisons across engines), then the
+/// engine's prepare time and the step time (the first update, which prepares
+/// the step, is timed separately).
+fn measure_steps(s: &mut Session, n: u64, mut shadow: Option<&mut Session>) -> Result<()> {
+    let mut times = Vec::new();
+    let (mut worst_loss, mut worst_theta) = (0f64, 0f64);
+    for _ in 0..n {
+        if s.state.batch_in_epoch >= s.steps_per_epoch() {
+            s.state.batch_in_epoch = 0;
+            s.state.epoch += 1;
+        }
+        if let Some(sh) = shadow.as_deref_mut() {
+            sh.state = s.state.clone();
+        }
+        let t0 = Instant::now();
+        let prep = s.prepare_seconds;
+        let rec = s.train_step()?;
+        times.push(t0.elapsed().as_secs_f64() - (s.prepare_seconds - prep));
+        match shadow.as_deref_mut() {
+            Some(sh) => {
+                let other = sh.train_step()?;
+                let dl = ((other.loss - rec.loss) / rec.loss).abs();
+                let dt = normwise(&sh.state.params, &s.state.params);
+                worst_loss = worst_loss.max(dl);
+                worst_theta = worst_theta.max(dt);
+                println!(
+                    "step {} loss {:.9e} shadow {} loss {:.9e} relative {dl:.3e} θ' norm-wise {dt:.3e}",
+                    rec.step, rec.loss, sh.engine_options.kind, other.loss
+                );
+            }
+            None => println!("step {} loss {:.9e}", rec.step, rec.loss),
+        }
+    }
+    if let Some(sh) = shadow {
+        println!(
+            "shadow {} vs {}: one update from the same state, {} updates: max loss relative {worst_loss:.3e}, max θ' norm-wise {worst_theta:.3e}",
+            sh.engine_options.kind, s.engine_options.kind, n
+        );
+    }
+    let mut steady: Vec<f64> = times.iter().skip(1).copied().collect();
+    steady.sort_by(f64::total_cmp);
+    let median = steady.get(steady.len() / 2).copied().unwrap_or(times[0]);
+    let how = s.step_exec()?.describe();
+    println!(
+        "engine {} · {} · prepare {:.2} s · first step {:.1} ms · median step {:.1} ms (min {:.1} ms) over {} steps{}",
+        s.engine_options.kind,
+        how,
+        s.prepare_seconds,
+        times.first().copied().unwrap_or(0.0) * 1e3,
+        median * 1e3,
+        steady.first().copied().unwrap_or(median) * 1e3,
+        steady.len(),
+        if s.cfg.replicas > 1 {
+            format!(
+                " · replicas {} agree on θ' to {:e}",
+                s.cfg.replicas, s.replica_divergence
+            )
+        } else {
+            String::new()
+        }
+    );
+    Ok(())
+}
+
+/// ‖a − b‖ / ‖b‖ over all tensors.
+fn normwise(a: &[Vec<f32>], b: &[Vec<f32>]) -> f64 {
+    let (mut d, mut n) = (0f64, 0f64);
+    for (x, y) in a.iter().zip(b) {
+        for (p, q) in x.iter().zip(y) {
+            d += (*p as f64 - *q as f64).powi(2);
+            n += (*q as f64).powi(2);
+        }
+    }
+    if n > 0.0 {
+        (d / n).sqrt()
+    } else {
+        d.sqrt()
+    }
+}
+
 pub fn eval(a: &EvalArgs) -> Result<()> {
-    let (s, _) = session::resume(&a.run_dir)?;
+    let (mut s, _) = session::resume_with(&a.run_dir, a.engine.options()?)?;
     let acc = s.evaluate()?;
     println!(
         "{}: {} after epoch {} (update {}): test accuracy {:.2}% on {} examples of {}",

@@ -1,8 +1,14 @@
-//! Throughput of the fast f32 kernels: raw `matrixmultiply::sgemm`, `dot_general`,
-//! and a CIFAR-sized 3×3 convolution in its forward, input-gradient and
-//! weight-gradient forms. Prints the median GFLOP/s of several runs.
+//! Throughput of the fast f32 kernels: raw `matrixmultiply::sgemm` (the GEMM
+//! peak of this machine, measured in the same run), `dot_general`, every
+//! convolution the cifar8-bbn train step runs at batch 128 (the shapes and
+//! attributes of `certgrad render cifar8-bbn --optimizer sgd --batch 128`:
+//! forward and input-VJP are plain NCHW/OIHW 3×3 pad-1 convolutions, the
+//! weight-VJP is the same attribute set on transposed operands), and other
+//! forms (reversed window, lhs dilation, batch-feature swap, batch groups).
+//! Prints the median time and GFLOP/s of several runs, and the step's total.
 //!
 //! Run: `cargo run --release -p den --example gemm_bench`
+//! (single thread: `RAYON_NUM_THREADS=1 MATMUL_NUM_THREADS=1 …`).
 
 use std::time::Instant;
 
@@ -10,8 +16,9 @@ use den::fast;
 use den::Tensor;
 use ir::{ConvAttrs, DotDims};
 
-/// Median seconds of `runs` calls of `f` (after one warm-up call).
-fn median_seconds(runs: usize, mut f: impl FnMut()) -> f64 {
+/// Median and fastest seconds of `runs` calls of `f` (after one warm-up call);
+/// on a shared machine the fastest run is the better estimate of the kernel.
+fn time_runs(runs: usize, mut f: impl FnMut()) -> (f64, f64) {
     f();
     let mut times: Vec<f64> = (0..runs)
         .map(|_| {
@@ -21,14 +28,22 @@ fn median_seconds(runs: usize, mut f: impl FnMut()) -> f64 {
         })
         .collect();
     times.sort_by(f64::total_cmp);
-    times[runs / 2]
+    (times[runs / 2], times[0])
 }
 
-fn report(name: &str, flops: f64, seconds: f64) {
+/// Whether a benchmark runs: its name contains the first command-line argument
+/// (all run without one).
+fn selected(name: &str) -> bool {
+    std::env::args().nth(1).is_none_or(|f| name.contains(&f))
+}
+
+fn report(name: &str, flops: f64, (median, best): (f64, f64)) {
     println!(
-        "{name:<48} {:>9.2} ms {:>8.2} GFLOP/s",
-        seconds * 1e3,
-        flops / seconds / 1e9
+        "{name:<52} {:>8.2} ms {:>7.2} GFLOP/s   best {:>8.2} ms {:>7.2} GFLOP/s",
+        median * 1e3,
+        flops / median / 1e9,
+        best * 1e3,
+        flops / best / 1e9
     );
 }
 
@@ -40,11 +55,28 @@ fn filled(shape: &[usize], seed: u32) -> Tensor<f32> {
     Tensor::new(shape.to_vec(), data.collect())
 }
 
+/// Times `f` on two filled `n×n` operands (fill seeds `seeds`) and reports it
+/// under `name` as an `n³` matrix product.
+fn square_matmul(
+    name: &str,
+    n: usize,
+    seeds: (u32, u32),
+    mut f: impl FnMut(&Tensor<f32>, &Tensor<f32>),
+) {
+    let a = filled(&[n, n], seeds.0);
+    let b = filled(&[n, n], seeds.1);
+    let secs = time_runs(5, || f(&a, &b));
+    report(name, 2.0 * (n * n * n) as f64, secs);
+}
+
+/// Raw sgemm `n³`; the 1024³ peak always runs (the yardstick of the run).
 fn raw_sgemm(n: usize) {
-    let a = filled(&[n, n], 1);
-    let b = filled(&[n, n], 2);
+    let name = format!("matrixmultiply sgemm {n}^3");
+    if n != 1024 && !selected(&name) {
+        return;
+    }
     let mut c = vec![0f32; n * n];
-    let secs = median_seconds(5, || {
+    square_matmul(&name, n, (1, 2), |a, b| {
         // SAFETY: a, b and c are dense n×n row-major buffers of the stated sizes.
         unsafe {
             matrixmultiply::sgemm(
@@ -65,44 +97,164 @@ fn raw_sgemm(n: usize) {
             );
         }
     });
-    report(
-        &format!("matrixmultiply sgemm {n}^3"),
-        2.0 * (n * n * n) as f64,
-        secs,
-    );
 }
 
 fn dot_general(n: usize) {
-    let a = filled(&[n, n], 3);
-    let b = filled(&[n, n], 4);
+    let name = format!("fast::dot_general {n}^3");
+    if !selected(&name) {
+        return;
+    }
     let dims = DotDims {
         lhs_contracting: vec![1],
         rhs_contracting: vec![0],
         ..DotDims::default()
     };
-    let secs = median_seconds(5, || {
-        std::hint::black_box(fast::dot_general(&a, &b, &dims, &[n, n]));
+    square_matmul(&name, n, (3, 4), |a, b| {
+        std::hint::black_box(fast::dot_general(a, b, &dims, &[n, n]));
     });
-    report(
-        &format!("fast::dot_general {n}^3"),
-        2.0 * (n * n * n) as f64,
-        secs,
-    );
 }
 
-fn conv(name: &str, lhs: &[usize], rhs: &[usize], attrs: &ConvAttrs, out: &[usize], flops: f64) {
+/// Times one convolution; returns (median, best) seconds.
+fn conv(
+    name: &str,
+    lhs: &[usize],
+    rhs: &[usize],
+    attrs: &ConvAttrs,
+    out: &[usize],
+    flops: f64,
+) -> (f64, f64) {
+    if !selected(name) {
+        return (0.0, 0.0);
+    }
     let x = filled(lhs, 5);
     let w = filled(rhs, 6);
-    let secs = median_seconds(7, || {
+    let secs = time_runs(7, || {
         std::hint::black_box(fast::convolution(&x, &w, attrs, out));
     });
     report(name, flops, secs);
+    secs
+}
+
+/// One convolution of the cifar8-bbn step at batch 128: `[b, f, 0, 1] x [o, i,
+/// 0, 1] -> [b, f, 0, 1]`, stride 1, pad 1, and how often the step runs it.
+struct StepConv {
+    kind: &'static str,
+    lhs: [usize; 4],
+    rhs: [usize; 4],
+    out: [usize; 4],
+    count: usize,
+}
+
+const fn sc(
+    kind: &'static str,
+    lhs: [usize; 4],
+    rhs: [usize; 4],
+    out: [usize; 4],
+    count: usize,
+) -> StepConv {
+    StepConv {
+        kind,
+        lhs,
+        rhs,
+        out,
+        count,
+    }
+}
+
+/// The step's convolutions (`grep stablehlo.convolution` in the rendered step):
+/// the input-VJP is a forward-shaped convolution with the transposed, reversed
+/// kernel; the weight-VJP convolves `xᵀ [C, N, H, W]` with `dyᵀ [O, N, H, W]`.
+const STEP: &[StepConv] = &[
+    sc("fwd", [128, 3, 32, 32], [16, 3, 3, 3], [128, 16, 32, 32], 1),
+    sc(
+        "fwd+dx",
+        [128, 16, 32, 32],
+        [16, 16, 3, 3],
+        [128, 16, 32, 32],
+        2,
+    ),
+    sc(
+        "fwd+dx",
+        [128, 16, 16, 16],
+        [16, 16, 3, 3],
+        [128, 16, 16, 16],
+        4,
+    ),
+    sc("fwd", [128, 16, 8, 8], [32, 16, 3, 3], [128, 32, 8, 8], 1),
+    sc("dx", [128, 32, 8, 8], [16, 32, 3, 3], [128, 16, 8, 8], 1),
+    sc(
+        "fwd+dx",
+        [128, 32, 8, 8],
+        [32, 32, 3, 3],
+        [128, 32, 8, 8],
+        2,
+    ),
+    sc(
+        "fwd+dx",
+        [128, 32, 4, 4],
+        [32, 32, 3, 3],
+        [128, 32, 4, 4],
+        4,
+    ),
+    sc("dw", [3, 128, 32, 32], [16, 128, 32, 32], [3, 16, 3, 3], 1),
+    sc(
+        "dw",
+        [16, 128, 32, 32],
+        [16, 128, 32, 32],
+        [16, 16, 3, 3],
+        1,
+    ),
+    sc(
+        "dw",
+        [16, 128, 16, 16],
+        [16, 128, 16, 16],
+        [16, 16, 3, 3],
+        2,
+    ),
+    sc("dw", [16, 128, 8, 8], [32, 128, 8, 8], [16, 32, 3, 3], 1),
+    sc("dw", [32, 128, 8, 8], [32, 128, 8, 8], [32, 32, 3, 3], 1),
+    sc("dw", [32, 128, 4, 4], [32, 128, 4, 4], [32, 32, 3, 3], 2),
+];
+
+/// `128x16x32x32`.
+fn dims(shape: &[usize]) -> String {
+    let d: Vec<String> = shape.iter().map(usize::to_string).collect();
+    d.join("x")
+}
+
+fn step_convolutions() {
+    let attrs = ConvAttrs {
+        padding: vec![(1, 1), (1, 1)],
+        ..ConvAttrs::plain2d()
+    };
+    let (mut total_s, mut total_best, mut total_flops) = (0.0, 0.0, 0.0);
+    for c in STEP {
+        // out[b, o, p] sums lhs features × kernel taps.
+        let flops = 2.0 * (c.out.iter().product::<usize>() * c.rhs[1] * c.rhs[2] * c.rhs[3]) as f64;
+        let name = format!(
+            "step {:<6} {} * {} (x{})",
+            c.kind,
+            dims(&c.lhs),
+            dims(&c.rhs),
+            c.count
+        );
+        let (median, best) = conv(&name, &c.lhs, &c.rhs, &attrs, &c.out, flops);
+        total_s += median * c.count as f64;
+        total_best += best * c.count as f64;
+        total_flops += flops * c.count as f64;
+    }
+    report(
+        "step convolutions, all (count-weighted)",
+        total_flops,
+        (total_s, total_best),
+    );
 }
 
 fn main() {
     raw_sgemm(512);
     raw_sgemm(1024);
     dot_general(512);
+    step_convolutions();
 
     // CIFAR-like layer: batch 128, 16 → 16 channels, 32×32, 3×3, pad 1.
     let (n, c, o, hw) = (128usize, 16usize, 16usize, 32usize);
@@ -111,7 +263,7 @@ fn main() {
         padding: vec![(1, 1), (1, 1)],
         ..ConvAttrs::plain2d()
     };
-    conv(
+    let _ = conv(
         "conv forward  NCHW 128x16x32x32 * 16x16x3x3",
         &[n, c, hw, hw],
         &[o, c, 3, 3],
@@ -125,7 +277,7 @@ fn main() {
     dgrad.window_reversal = vec![true, true];
     dgrad.dims.kernel_input_feature = 0;
     dgrad.dims.kernel_output_feature = 1;
-    conv(
+    let _ = conv(
         "conv input grad (reversed window)",
         &[n, o, hw, hw],
         &[o, c, 3, 3],
@@ -139,7 +291,7 @@ fn main() {
     let mut tconv = dgrad.clone();
     tconv.lhs_dilation = vec![2, 2];
     tconv.padding = vec![(1, 2), (1, 2)];
-    conv(
+    let _ = conv(
         "conv input grad stride 2 (lhs_dilation 2)",
         &[n, o, hw / 2, hw / 2],
         &[o, c, 3, 3],
@@ -156,7 +308,7 @@ fn main() {
     wgrad.dims.kernel_output_feature = 1;
     wgrad.dims.output_batch = 1;
     wgrad.dims.output_feature = 0;
-    conv(
+    let _ = conv(
         "conv weight grad (batch<->feature)",
         &[n, c, hw, hw],
         &[n, o, hw, hw],
@@ -168,7 +320,7 @@ fn main() {
     // Depthwise weight gradient: batch_group_count = channels.
     let mut dw = fwd.clone();
     dw.batch_group_count = c as i64;
-    conv(
+    let _ = conv(
         "depthwise weight grad (batch_group_count 16)",
         &[c, n, hw, hw],
         &[c, n, hw, hw],

@@ -7,12 +7,13 @@
 //! ops, which must agree with the generic path.
 
 pub mod eval;
+pub mod exec;
 pub mod fast;
 pub mod scalar;
 pub mod tensor;
 pub mod value;
 
-pub use eval::{eval_func, EvalError, EvalOptions, Evaluation, Margin};
+pub use eval::{eval_func, eval_replicas, EvalError, EvalOptions, Evaluation, Margin};
 pub use scalar::{Bf16, Dual, Exact, NotExact, Scalar};
 pub use tensor::{row_major_strides, Tensor};
 pub use value::Value;

@@ -3,6 +3,7 @@
 //! Conventions (padding mode, BN world, GELU form) are typed fields of the op,
 //! never defaults.
 
+pub mod blocks;
 pub mod combinators;
 pub mod emit;
 pub mod layer;

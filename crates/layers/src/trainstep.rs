@@ -6,12 +6,14 @@
 //! running stats → logits` from the same NetSpec in the Eval BN world. No layer
 //! logic lives here: the module only wires the CertLayers' emissions together,
 //! plus two whole-function passes (dead-op pruning, bf16 operands for
-//! conv/dot). It also owns the drift guard that compares forwards layer by
-//! layer.
+//! conv/dot). The data-parallel step (§6.4: R replicas, one `all_reduce` sum
+//! per parameter gradient, then ÷R, before the optimizer tail) is the same
+//! render with those two ops inserted. It also owns the drift guard that
+//! compares forwards layer by layer.
 
 use crate::emit::Emit;
 use crate::layer::{CertLayer, LayerError, Saved, Sites};
-use crate::net::{LayerSpec, NetSpec};
+use crate::net::{BnSite, LayerSpec, NetSpec};
 use crate::ops::norm::{BatchNorm, BnWorld};
 use ir::{
     ElemType, Func, FuncBuilder, Module, Op, OpKind, SrcLoc, TensorType, ValueId, Visibility,
@@ -28,6 +30,10 @@ pub const ADAM_BETA2: f64 = 0.999;
 pub const ADAM_EPS: f64 = 1e-8;
 /// AdamW decoupled weight decay, applied to the OLD θ.
 pub const ADAMW_WEIGHT_DECAY: f64 = 1e-4;
+/// Heavy-ball momentum μ (the R34/R50 ImageNet "mom"): velocity in the v slot.
+pub const HEAVY_BALL_MU: f64 = 0.9;
+/// Heavy-ball coupled L2 weight decay, added to the gradient before the velocity.
+pub const HEAVY_BALL_WEIGHT_DECAY: f64 = 1e-4;
 
 /// The optimizer tail after the gradient (REFERENCE §6.3).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -39,30 +45,75 @@ pub enum Optimizer {
     /// `m' = β1·m + (1−β1)·g`, `v' = β2·v + (1−β2)·g²`,
     /// `θ' = θ − lr·(m'/bc1)/(√(v'/bc2) + ε) − lr·wd·θ`.
     AdamW,
+    /// Heavy-ball with coupled L2 (the ImageNet recipe, wd 1e-4, μ 0.9):
+    /// `g ← wd·θ + g`, `v' = μ·v + g`, `θ' = θ − lr·v'`; m passed through.
+    HeavyBall,
 }
 
 impl Optimizer {
-    pub const ALL: [Optimizer; 3] = [Optimizer::Sgd, Optimizer::Nesterov, Optimizer::AdamW];
+    pub const ALL: [Optimizer; 4] = [
+        Optimizer::Sgd,
+        Optimizer::Nesterov,
+        Optimizer::AdamW,
+        Optimizer::HeavyBall,
+    ];
 
-    /// The CLI name: `sgd`, `nesterov`, `adamw`.
+    /// The CLI name: `sgd`, `nesterov`, `adamw`, `momentum` (heavy-ball).
     pub fn name(self) -> &'static str {
         match self {
             Optimizer::Sgd => "sgd",
             Optimizer::Nesterov => "nesterov",
             Optimizer::AdamW => "adamw",
+            Optimizer::HeavyBall => "momentum",
         }
+    }
+
+    /// Every CLI name, for messages: `sgd, nesterov, adamw, momentum`.
+    pub fn names() -> String {
+        Self::ALL.map(|o| o.name()).join(", ")
     }
 
     pub fn parse(s: &str) -> Option<Optimizer> {
         Self::ALL.into_iter().find(|o| o.name() == s)
     }
 
-    /// The reference's variant marker in the function name (`sgd`, `mom`, `adam`).
+    /// The variant marker in the function name (`sgd`, `mom`, `adam`,
+    /// `hbmom`). The reference marks both momentum tails `mom`; here
+    /// heavy-ball gets its own marker so a Nesterov render can never be taken
+    /// for a heavy-ball one (same signature, different function).
     pub fn variant(self) -> &'static str {
         match self {
             Optimizer::Sgd => "sgd",
             Optimizer::Nesterov => "mom",
             Optimizer::AdamW => "adam",
+            Optimizer::HeavyBall => "hbmom",
+        }
+    }
+}
+
+/// How a train step is rendered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StepOptions {
+    pub optimizer: Optimizer,
+    /// bf16 operands for convolution and dot_general (REFERENCE §6.5).
+    pub bf16: bool,
+    /// Data-parallel replicas R (REFERENCE §6.4). With R > 1 the batch of the
+    /// signature is the per-replica batch; each parameter gradient is summed
+    /// over the replicas by one `stablehlo.all_reduce` and divided by R before
+    /// the optimizer tail. Everything else is per replica: batch-norm
+    /// statistics (and the batch mean/var outputs) are the replica's own, and
+    /// the `loss` output is the replica's own mean loss over its B examples
+    /// (the host averages the R losses to report the global one).
+    pub replicas: usize,
+}
+
+impl StepOptions {
+    /// A single-device f32 step with `optimizer`.
+    pub fn new(optimizer: Optimizer) -> Self {
+        StepOptions {
+            optimizer,
+            bf16: false,
+            replicas: 1,
         }
     }
 }
@@ -133,24 +184,15 @@ pub fn slug(net: &NetSpec) -> String {
         .collect()
 }
 
-/// Names and widths of the batch-BN layers (the ones with running-stat slots).
-fn batch_bn_layers(net: &NetSpec) -> Result<Vec<(usize, String, i64)>, LayerError> {
-    let chain = net.chain()?;
-    let tys = chain.types(&net.input_type(1))?;
+/// The true-batch norms of `net` (top level and inside blocks), in parameter
+/// order: the ones with running-stat inputs and batch-stat outputs. The one
+/// walker every signature and render reads (a per-example batch norm is the
+/// same function at train and eval and has no slots).
+pub fn batch_bn_sites(net: &NetSpec) -> Result<Vec<BnSite>, LayerError> {
     Ok(net
-        .layers
-        .iter()
-        .enumerate()
-        .filter(|(_, (_, l))| {
-            matches!(
-                l,
-                LayerSpec::BatchNorm {
-                    world: BnWorld::Batch,
-                    ..
-                }
-            )
-        })
-        .map(|(i, (name, _))| (i, name.clone(), tys[i].shape[1]))
+        .bn_sites()?
+        .into_iter()
+        .filter(|s| s.world == BnWorld::Batch)
         .collect())
 }
 
@@ -160,9 +202,27 @@ pub fn step_signature(
     batch: i64,
     opt: Optimizer,
 ) -> Result<StepSignature, LayerError> {
+    step_signature_with(net, batch, &StepOptions::new(opt))
+}
+
+/// The packed signature of the step `opts` describes, at per-replica batch
+/// `batch`: the slots do not depend on R; the function name carries the
+/// reference's `dp{B}x{R}` marker when R > 1 (`cifar8_adamdp32x2_train_step`).
+pub fn step_signature_with(
+    net: &NetSpec,
+    batch: i64,
+    opts: &StepOptions,
+) -> Result<StepSignature, LayerError> {
+    let opt = opts.optimizer;
+    if opts.replicas == 0 {
+        return Err(LayerError(format!(
+            "{}: a data-parallel step needs at least 1 replica",
+            net.name
+        )));
+    }
     let (c, h, w) = net.input;
     let params = net.param_specs()?;
-    let bns = batch_bn_layers(net)?;
+    let bns = batch_bn_sites(net)?;
     let scalar = TensorType::f32(Vec::<i64>::new());
     let slot = |name: String, kind, ty: TensorType| Slot { name, kind, ty };
     let mut inputs = vec![slot(
@@ -188,7 +248,7 @@ pub fn step_signature(
         inputs.push(slot(name.into(), kind, scalar.clone()));
         outputs.push(slot(name.into(), kind, scalar.clone()));
     }
-    for (_, name, ch) in &bns {
+    for BnSite { name, ch, .. } in &bns {
         let ty = TensorType::f32(vec![*ch]);
         inputs.push(slot(
             format!("{name}.running_mean"),
@@ -212,8 +272,13 @@ pub fn step_signature(
         SlotKind::OneHot,
         TensorType::f32(vec![batch, net.classes]),
     ));
+    let dp = if opts.replicas > 1 {
+        format!("dp{batch}x{}", opts.replicas)
+    } else {
+        String::new()
+    };
     Ok(StepSignature {
-        func: format!("{}_{}_train_step", slug(net), opt.variant()),
+        func: format!("{}_{}{dp}_train_step", slug(net), opt.variant()),
         inputs,
         outputs,
     })
@@ -270,7 +335,31 @@ pub fn render_train_step_parts(
     opt: Optimizer,
     bf16: bool,
 ) -> Result<Rendered, LayerError> {
-    let sig = step_signature(net, batch, opt)?;
+    let opts = StepOptions {
+        bf16,
+        ..StepOptions::new(opt)
+    };
+    render_train_step_parts_with(net, batch, &opts)
+}
+
+/// The train step `opts` describes at per-replica batch `batch` (with one
+/// replica, [`render_train_step`]).
+pub fn render_train_step_with(
+    net: &NetSpec,
+    batch: i64,
+    opts: &StepOptions,
+) -> Result<Module, LayerError> {
+    Ok(render_train_step_parts_with(net, batch, opts)?.module)
+}
+
+/// [`render_train_step_with`], with the signature and the forward's layer spans.
+pub fn render_train_step_parts_with(
+    net: &NetSpec,
+    batch: i64,
+    opts: &StepOptions,
+) -> Result<Rendered, LayerError> {
+    let (opt, bf16, replicas) = (opts.optimizer, opts.bf16, opts.replicas);
+    let sig = step_signature_with(net, batch, opts)?;
     let chain = net.chain_with_loss()?;
     let x4_ty = net.input_type(batch);
     let n_theta = net.param_specs()?.len();
@@ -312,26 +401,22 @@ pub fn render_train_step_parts(
     let mut new_m = Vec::new();
     let mut new_v = Vec::new();
     for i in 0..n_theta {
-        let (t, mm, vv) = tail(
-            &mut fb,
-            opt,
-            theta[i],
-            m[i],
-            v[i],
-            grads.dparams[i],
-            lr,
-            bc1,
-            bc2,
-        )?;
+        let g = if replicas > 1 {
+            replica_mean(&mut fb, grads.dparams[i], replicas)?
+        } else {
+            grads.dparams[i]
+        };
+        let (t, mm, vv) = tail(&mut fb, opt, theta[i], m[i], v[i], g, lr, bc1, bc2)?;
         new_theta.push(t);
         new_m.push(mm);
         new_v.push(vv);
     }
     let mut outs: Vec<ValueId> = [new_theta, new_m, new_v].concat();
     outs.extend([loss, bc1, bc2]);
-    for (i, name, _) in batch_bn_layers(net)? {
-        let (mean, var) = BatchNorm::saved_stats(&saved.children[i])
-            .ok_or_else(|| LayerError(format!("{name}: batch norm saved no statistics")))?;
+    for site in batch_bn_sites(net)? {
+        let (mean, var) = site
+            .stats(&saved)
+            .ok_or_else(|| LayerError(format!("{}: batch norm saved no statistics", site.name)))?;
         outs.extend([mean, var]);
     }
     let func = fb.finish(&outs)?;
@@ -345,7 +430,34 @@ pub fn render_train_step_parts(
         chain.layers.iter().map(|(n, _)| n.clone()),
         &mut layer_params,
     );
-    finish_render(func, sig, spans, loss, bf16)
+    let mut r = finish_render(func, sig, spans, loss, bf16)?;
+    if replicas > 1 {
+        // What JAX writes for a replicated program; XLA and IREE read the
+        // replica count from their own options, this records it in the text.
+        r.module.attrs = Some(format!(
+            "mhlo.num_partitions = 1 : i32, mhlo.num_replicas = {replicas} : i32"
+        ));
+    }
+    Ok(r)
+}
+
+/// The replica mean of a gradient: `all_reduce` (sum over the one replica
+/// group `[[0, …, R−1]]`, cross-replica: no channel handle), then ÷R.
+fn replica_mean(fb: &mut FuncBuilder, g: ValueId, replicas: usize) -> Result<ValueId, LayerError> {
+    let elem = fb.ty(g).elem;
+    let sum = fb.binary_region(ir::BinaryOp::Add, elem)?;
+    let summed = fb.push(
+        OpKind::AllReduce {
+            replica_groups: vec![(0..replicas as i64).collect()],
+            channel_id: None,
+            use_global_device_ids: false,
+        },
+        &[g],
+        vec![sum],
+        None,
+    )?[0];
+    let r = fb.splat_like(replicas as f64, summed);
+    Ok(fb.div(summed, r)?)
 }
 
 /// The optimizer tail for one parameter: `(θ', m', v')`. The formulas follow
@@ -407,6 +519,17 @@ fn tail(
             let wd_theta = fb.mul(wd, theta)?;
             let decay = fb.mul(lr_b, wd_theta)?;
             (fb.sub(moved, decay)?, m_new, v_new)
+        }
+        Optimizer::HeavyBall => {
+            // Coupled L2 in the velocity's own form μ·v + g (μ := wd, v := θ).
+            let wd = fb.splat_like(HEAVY_BALL_WEIGHT_DECAY, theta);
+            let wd_theta = fb.mul(wd, theta)?;
+            let g_l2 = fb.add(wd_theta, g)?;
+            let mu = fb.splat_like(HEAVY_BALL_MU, theta);
+            let mv = fb.mul(mu, v)?;
+            let v_new = fb.add(mv, g_l2)?;
+            let step = fb.mul(lr_b, v_new)?;
+            (fb.sub(theta, step)?, m, v_new)
         }
     })
 }
@@ -647,7 +770,7 @@ pub fn eval_signature(net: &NetSpec, batch: i64) -> Result<StepSignature, LayerE
             ty: p.ty,
         });
     }
-    for (_, name, ch) in batch_bn_layers(net)? {
+    for BnSite { name, ch, .. } in batch_bn_sites(net)? {
         let ty = TensorType::f32(vec![ch]);
         for (suffix, kind) in [
             ("running_mean", SlotKind::RunningMean),
@@ -671,15 +794,14 @@ pub fn eval_signature(net: &NetSpec, batch: i64) -> Result<StepSignature, LayerE
     })
 }
 
-/// `net` with its true-batch norms put in `world`. Per-example batch norm
-/// (cifar8-bn) is the same function at train and eval and keeps its world.
+/// `net` with its true-batch norms — top level and inside blocks — put in
+/// `world`. Per-example batch norm (cifar8-bn) is the same function at train
+/// and eval and keeps its world.
 pub fn with_batch_bn_world(net: &NetSpec, world: BnWorld) -> NetSpec {
     let mut n = net.clone();
     for (_, l) in &mut n.layers {
-        if let LayerSpec::BatchNorm { world: w, .. } = l {
-            if *w == BnWorld::Batch {
-                *w = world;
-            }
+        if l.bn_world() == Some(BnWorld::Batch) {
+            l.set_bn_world(world);
         }
     }
     n
@@ -710,40 +832,27 @@ pub fn render_logits_forward(
     let x4_ty = net.input_type(batch);
     let mut fb = FuncBuilder::new(sig.func.clone(), Visibility::Public);
     let args: Vec<ValueId> = sig.inputs.iter().map(|s| fb.param(s.ty.clone())).collect();
-    let theta: Vec<ValueId> = sig
-        .input_positions(SlotKind::Param)
-        .into_iter()
-        .map(|i| args[i])
+    // The switched chain's parameters are the train θ plus, per Eval-world
+    // batch norm (wherever it sits), its running mean and var; all of them
+    // are signature slots of the same name.
+    let by_name: HashMap<&str, ValueId> = sig
+        .inputs
+        .iter()
+        .zip(&args)
+        .map(|(s, a)| (s.name.as_str(), *a))
         .collect();
-    let mut stats = sig
-        .input_positions(SlotKind::RunningMean)
-        .into_iter()
-        .zip(sig.input_positions(SlotKind::RunningVar))
-        .map(|(a, b)| (args[a], args[b]));
-    // Interleave: an Eval-world batch norm takes γ, β, running mean, running
-    // var; the θ slots hold γ, β in train order.
-    let tys = chain.types(&x4_ty)?;
-    let mut chain_params = Vec::new();
-    let mut at = 0;
-    for (((_, l), ty), (_, spec)) in chain.layers.iter().zip(&tys).zip(&switched.layers) {
-        let n = l.params(ty).len();
-        let is_bn_eval = matches!(
-            spec,
-            LayerSpec::BatchNorm {
-                world: BnWorld::Eval,
-                ..
-            }
-        );
-        let own = if is_bn_eval { n - 2 } else { n };
-        chain_params.extend_from_slice(&theta[at..at + own]);
-        at += own;
-        if is_bn_eval {
-            let (mu, var) = stats
-                .next()
-                .ok_or_else(|| LayerError("more Eval batch norms than stat slots".into()))?;
-            chain_params.extend([mu, var]);
-        }
-    }
+    let chain_params = chain
+        .params(&x4_ty)
+        .iter()
+        .map(|p| {
+            by_name.get(p.name.as_str()).copied().ok_or_else(|| {
+                LayerError(format!(
+                    "{}: the {world:?}-world forward needs {}, which the eval signature lacks",
+                    net.name, p.name
+                ))
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
     let x4 = fb.reshape(args[0], &x4_ty.shape)?;
     let saved = chain.forward(&mut fb, x4, &chain_params, &mut Sites::default())?;
     let logits = saved.output();
@@ -886,22 +995,31 @@ pub struct Drift {
     pub detail: String,
 }
 
-/// The normalised forward of a lone batch norm in `world` at `input`.
-fn lone_bn_ops(
-    ch: i64,
-    eps: f64,
+/// The normalised forward of a lone copy of `spec` — a batch norm or a
+/// residual block — with its batch norms in `world`, at `input`.
+fn lone_layer_ops(
+    spec: &LayerSpec,
     world: BnWorld,
     input: &TensorType,
 ) -> Result<Vec<String>, LayerError> {
-    let bn = BatchNorm { ch, world, eps };
-    let mut fb = FuncBuilder::new("bn", Visibility::Public);
+    let mut spec = spec.clone();
+    spec.set_bn_world(world);
+    let layer: Box<dyn CertLayer> = match spec {
+        LayerSpec::BatchNorm { eps, .. } => Box::new(BatchNorm {
+            ch: input.shape[1],
+            world,
+            eps,
+        }),
+        _ => Box::new(spec.block(input.shape[1])?),
+    };
+    let mut fb = FuncBuilder::new("lone", Visibility::Public);
     let x = fb.param(input.clone());
-    let ps: Vec<ValueId> = bn
+    let ps: Vec<ValueId> = layer
         .params(input)
         .iter()
         .map(|p| fb.param(p.ty.clone()))
         .collect();
-    let s = bn.forward(&mut fb, x, &ps, &mut Sites::default())?;
+    let s = layer.forward(&mut fb, x, &ps, &mut Sites::default())?;
     let f = fb.finish(&[s.output()])?;
     let mut roles = HashMap::new();
     roles.insert(x, "%in".to_string());
@@ -950,23 +1068,20 @@ pub fn forward_drift(
             .find(|(n, _)| *n == t.name)
             .map(|(_, s)| s.clone());
         match declared {
-            Some(LayerSpec::BatchNorm {
-                eps,
-                world: BnWorld::Batch,
-            }) => {
+            // A batch norm or a block whose batch norms the train net runs on
+            // batch statistics: the only layers allowed to differ.
+            Some(spec) if spec.bn_world() == Some(BnWorld::Batch) => {
                 let input_ty = train.func().value_types()[t.input.index()].clone();
-                let ch = input_ty.shape[1];
-                if to != lone_bn_ops(ch, eps, BnWorld::Batch, &input_ty)? {
+                if to != lone_layer_ops(&spec, BnWorld::Batch, &input_ty)? {
                     drifts.push(Drift {
                         layer: t.name.clone(),
-                        detail: "the train forward's batch norm is not a Batch-world batch norm"
-                            .into(),
+                        detail: "the train forward's batch norm is not in the Batch world".into(),
                     });
                 }
-                if eo != lone_bn_ops(ch, eps, BnWorld::Eval, &input_ty)? {
+                if eo != lone_layer_ops(&spec, BnWorld::Eval, &input_ty)? {
                     drifts.push(Drift {
                         layer: e.name.clone(),
-                        detail: "the eval forward's batch norm is not an Eval-world batch norm \
+                        detail: "the eval forward's batch norm is not in the Eval world \
                                  (running statistics)"
                             .into(),
                     });

@@ -35,6 +35,7 @@ fn main() {
                 checkpoint_every: 0,
                 limit_train: None,
                 limit_test: Some(b),
+                replicas: 1,
             })
             .expect("session");
             s.train_step().expect("warm-up step");

@@ -13,6 +13,6 @@ pub mod session;
 pub use checkpoint::{checkpoint_path, Checkpoint, CheckpointError, CHECKPOINT_FILE};
 pub use data::{Augment, DataError, Dataset, Split};
 pub use session::{
-    read_epochs, read_metrics, resume, run, EpochRecord, MetricsLine, RunOptions, RunSummary,
-    Session, StepRecord, TrainConfig, TrainError, METRICS_FILE,
+    read_epochs, read_metrics, resume, resume_with, run, EpochRecord, MetricsLine, RunOptions,
+    RunSummary, Session, StepRecord, TrainConfig, TrainError, METRICS_FILE,
 };

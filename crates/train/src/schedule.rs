@@ -41,5 +41,7 @@ pub fn default_lr(opt: layers::trainstep::Optimizer) -> f64 {
         Sgd => 0.1,
         Nesterov => 0.02,
         AdamW => 1e-3,
+        // Heavy-ball takes Nesterov's steps at the same lr/(1−μ) scale.
+        HeavyBall => 0.02,
     }
 }

@@ -1,6 +1,10 @@
 //! The host loop: it executes the RENDERED train step (the `ir::Module` that
-//! `layers::trainstep::render_train_step` returned, evaluated by `den`) and
-//! nothing else computes a gradient or an update. Around it the host does what
+//! `layers::trainstep` returned, run by an engine of the `engines` crate:
+//! native by default, or XLA through PJRT, or IREE) and nothing else computes
+//! a gradient or an update. With R replicas the step is the data-parallel
+//! render: the global batch is split into R shards, θ|m|v are replicated, θ'
+//! is taken from replica 0 (the others are checked against it), the loss is
+//! the mean over replicas. Around it the host does what
 //! REFERENCE §6.2 puts outside the graph: batches (per-epoch shuffle from the
 //! seed, augmentation), the lr schedule and bias corrections, the running-BN
 //! EMA from the step's batch-stat outputs, evaluation with the rendered eval
@@ -11,13 +15,14 @@ use crate::checkpoint::{checkpoint_path, Checkpoint, CheckpointError};
 use crate::data::{self, augment, Augment, Dataset};
 use crate::rng::Rng;
 use crate::schedule::{bias_corrections, bn_momentum, lr_at};
-use den::{eval_func, EvalOptions, Tensor, Value};
-use ir::{ElemType, Module};
+use engines::engine::{Engine, EngineKind, EngineOptions, Prepared};
+use engines::host::{HostData, HostTensor};
+use ir::Module;
 use layers::net::NetSpec;
 use layers::ops::norm::BnWorld;
 use layers::trainstep::{
-    eval_signature, render_eval_forward, render_logits_forward, render_train_step, step_signature,
-    Optimizer, SlotKind, StepSignature,
+    eval_signature, render_eval_forward, render_logits_forward, render_train_step,
+    render_train_step_with, step_signature_with, Optimizer, SlotKind, StepOptions, StepSignature,
 };
 use layers::Init;
 use serde::{Deserialize, Serialize};
@@ -55,6 +60,14 @@ pub struct TrainConfig {
     /// Use only the first N train / test examples (quick runs, tests).
     pub limit_train: Option<usize>,
     pub limit_test: Option<usize>,
+    /// Data-parallel replicas R: `batch` is the global batch, split into R
+    /// shards of `batch / R` (BN statistics per shard, REFERENCE §6.4).
+    #[serde(default = "one_replica")]
+    pub replicas: usize,
+}
+
+fn one_replica() -> usize {
+    1
 }
 
 impl TrainConfig {
@@ -155,24 +168,66 @@ pub struct Session {
     /// The net with its input shape set from the data.
     pub net: NetSpec,
     pub data: Dataset,
-    /// The rendered train step the loop executes.
+    /// The rendered train step the loop executes (at the per-replica batch,
+    /// with one all_reduce per gradient when R > 1). The engine prepares it on
+    /// the first update; changes after that do not reach the engine.
     pub step_module: Module,
     pub step_sig: StepSignature,
     /// The rendered eval forward (BN Eval world, running statistics).
     pub eval_module: Module,
     pub eval_sig: StepSignature,
-    /// The batch-BN logits forward (train accuracy), when enabled.
+    /// The batch-BN logits forward (train accuracy) at the per-replica batch,
+    /// when enabled; its signature is `logits_sig`.
     pub train_logits: Option<Module>,
+    pub logits_sig: StepSignature,
     pub state: State,
+    /// The engine every rendered function runs on (not part of the run's
+    /// config: a run may continue on another engine).
+    pub engine_options: EngineOptions,
+    /// The largest |θ'_r − θ'_0| (also m', v') between replicas so far: 0 with
+    /// one replica, and required to be 0 on the native engine.
+    pub replica_divergence: f64,
+    /// Seconds spent preparing (compiling) functions on the engine so far.
+    pub prepare_seconds: f64,
+    engine: Box<dyn Engine>,
+    step_exec: Option<Box<dyn Prepared>>,
+    eval_exec: Option<Box<dyn Prepared>>,
+    logits_exec: Option<Box<dyn Prepared>>,
     perm: Option<(u64, Vec<usize>)>,
 }
 
-fn to_value(shape: Vec<usize>, data: Vec<f32>) -> Value<f32> {
-    Value::Float(Tensor::new(shape, data), ElemType::F32)
+fn host(ty: &ir::TensorType, data: Vec<f32>) -> HostTensor {
+    HostTensor::f32(ty.shape.clone(), data)
 }
 
-fn scalar(x: f64) -> Value<f32> {
-    to_value(vec![], vec![x as f32])
+fn scalar(x: f64) -> HostTensor {
+    HostTensor::f32(vec![], vec![x as f32])
+}
+
+fn f32_data(t: HostTensor, what: &str) -> Result<Vec<f32>, TrainError> {
+    match t.data {
+        HostData::F32(v) => Ok(v),
+        other => terr(format!(
+            "{what}: expected f32 data, found {:?}",
+            other.elem()
+        )),
+    }
+}
+
+/// Prepares `func` of `module` on `engine` (printing the module for the
+/// engines that compile text); returns the executable and its seconds.
+fn prepare_on(
+    engine: &mut dyn Engine,
+    module: &Module,
+    func: &str,
+    replicas: usize,
+) -> Result<(Box<dyn Prepared>, f64), TrainError> {
+    let t0 = Instant::now();
+    let text = ir::print::print_module(module);
+    let p = engine
+        .prepare(&text, module, func, replicas)
+        .map_err(|e| TrainError(format!("{} engine, @{func}: {e}", engine.name())))?;
+    Ok((p, t0.elapsed().as_secs_f64()))
 }
 
 fn dims(ty: &ir::TensorType) -> Vec<usize> {
@@ -207,12 +262,29 @@ pub fn adapt_net(net_name: &str, data: &mut Dataset) -> Result<NetSpec, TrainErr
 
 impl Session {
     /// Loads the data, adapts the net, renders the step and eval forward, and
-    /// initialises the state from the seed.
+    /// initialises the state from the seed; the native engine runs them.
     pub fn new(cfg: TrainConfig) -> Result<Session, TrainError> {
+        Session::with_engine(cfg, EngineOptions::native())
+    }
+
+    /// [`Session::new`] on the engine `engine` (built now, so a missing plugin
+    /// or tool is reported before anything is certified or trained).
+    pub fn with_engine(cfg: TrainConfig, engine: EngineOptions) -> Result<Session, TrainError> {
         let optimizer = cfg.optimizer()?;
         if cfg.batch == 0 {
             return terr("--batch must be at least 1");
         }
+        let r = cfg.replicas;
+        if r == 0 {
+            return terr("--replicas must be at least 1");
+        }
+        if !cfg.batch.is_multiple_of(r) {
+            return terr(format!(
+                "--batch {} does not split into {r} equal replica shards",
+                cfg.batch
+            ));
+        }
+        let built = engine.build().map_err(|e| TrainError(e.0))?;
         let mut data = data::load(&cfg.data)?;
         if cfg.limit_train.is_some() || cfg.limit_test.is_some() {
             data.truncate(
@@ -230,14 +302,21 @@ impl Session {
             ));
         }
         let b = cfg.batch as i64;
+        let shard = (cfg.batch / r) as i64;
         let le = |e: layers::LayerError| TrainError(format!("{}: {e}", net.name));
-        let step_module = render_train_step(&net, b, optimizer, cfg.bf16).map_err(le)?;
-        let step_sig = step_signature(&net, b, optimizer).map_err(le)?;
+        let step_opts = StepOptions {
+            bf16: cfg.bf16,
+            replicas: r,
+            ..StepOptions::new(optimizer)
+        };
+        let step_module = render_train_step_with(&net, shard, &step_opts).map_err(le)?;
+        let step_sig = step_signature_with(&net, shard, &step_opts).map_err(le)?;
         let eval_module = render_eval_forward(&net, b).map_err(le)?;
         let eval_sig = eval_signature(&net, b).map_err(le)?;
+        let logits_sig = eval_signature(&net, shard).map_err(le)?;
         let train_logits = if cfg.train_accuracy {
             Some(
-                render_logits_forward(&net, b, BnWorld::Batch)
+                render_logits_forward(&net, shard, BnWorld::Batch)
                     .map_err(le)?
                     .module,
             )
@@ -255,9 +334,63 @@ impl Session {
             eval_module,
             eval_sig,
             train_logits,
+            logits_sig,
             state,
+            engine_options: engine,
+            replica_divergence: 0.0,
+            prepare_seconds: 0.0,
+            engine: built,
+            step_exec: None,
+            eval_exec: None,
+            logits_exec: None,
             perm: None,
         })
+    }
+
+    /// The per-replica batch.
+    pub fn shard_batch(&self) -> usize {
+        self.cfg.batch / self.cfg.replicas
+    }
+
+    /// The train step as the engine runs it (prepared on first use).
+    pub fn step_exec(&mut self) -> Result<&mut dyn Prepared, TrainError> {
+        if self.step_exec.is_none() {
+            let (p, s) = prepare_on(
+                self.engine.as_mut(),
+                &self.step_module,
+                &self.step_sig.func,
+                self.cfg.replicas,
+            )?;
+            self.prepare_seconds += s;
+            self.step_exec = Some(p);
+        }
+        Ok(self.step_exec.as_mut().expect("prepared").as_mut())
+    }
+
+    fn eval_exec(&mut self) -> Result<&mut dyn Prepared, TrainError> {
+        if self.eval_exec.is_none() {
+            let (p, s) = prepare_on(
+                self.engine.as_mut(),
+                &self.eval_module,
+                &self.eval_sig.func,
+                1,
+            )?;
+            self.prepare_seconds += s;
+            self.eval_exec = Some(p);
+        }
+        Ok(self.eval_exec.as_mut().expect("prepared").as_mut())
+    }
+
+    fn logits_exec(&mut self) -> Result<Option<&mut dyn Prepared>, TrainError> {
+        let Some(m) = &self.train_logits else {
+            return Ok(None);
+        };
+        if self.logits_exec.is_none() {
+            let (p, s) = prepare_on(self.engine.as_mut(), m, &self.logits_sig.func, 1)?;
+            self.prepare_seconds += s;
+            self.logits_exec = Some(p);
+        }
+        Ok(Some(self.logits_exec.as_mut().expect("prepared").as_mut()))
     }
 
     pub fn steps_per_epoch(&self) -> u64 {
@@ -280,7 +413,10 @@ impl Session {
             ..Default::default()
         };
         let b = cert_batch as i64;
-        let report = if cert_batch == self.cfg.batch {
+        // With R > 1 the trained module adds the cross-replica mean, which a
+        // one-replica evaluation cannot tie; its per-replica body is the R = 1
+        // render, certified here at `cert_batch`.
+        let report = if cert_batch == self.cfg.batch && self.cfg.replicas == 1 {
             cert::step::certify_train_step(&self.net, b, self.optimizer, &self.step_module, &opts)
         } else {
             let m = render_train_step(&self.net, b, self.optimizer, self.cfg.bf16)
@@ -300,45 +436,89 @@ impl Session {
         &self.perm.as_ref().unwrap().1
     }
 
-    fn running_values(&self) -> Vec<(Value<f32>, Value<f32>)> {
-        self.state
-            .running
-            .iter()
-            .map(|(m, v)| {
-                (
-                    to_value(vec![m.len()], m.clone()),
-                    to_value(vec![v.len()], v.clone()),
-                )
-            })
-            .collect()
-    }
-
     /// Inputs of an eval-signature function (`x, θ…, running stats`).
-    fn eval_inputs(&self, x: Vec<f32>) -> Vec<Value<f32>> {
-        let sig = &self.eval_sig;
+    fn eval_inputs(&self, sig: &StepSignature, x: Vec<f32>) -> Vec<HostTensor> {
         let mut params = self.state.params.iter();
-        let running = self.running_values();
-        let (mut rm, mut rv) = (
-            running.iter().map(|p| p.0.clone()),
-            running.iter().map(|p| p.1.clone()),
-        );
+        let mut rm = self.state.running.iter().map(|p| &p.0);
+        let mut rv = self.state.running.iter().map(|p| &p.1);
         sig.inputs
             .iter()
             .map(|s| match s.kind {
-                SlotKind::Images => to_value(dims(&s.ty), x.clone()),
-                SlotKind::Param => to_value(dims(&s.ty), params.next().unwrap().clone()),
-                SlotKind::RunningMean => rm.next().unwrap(),
-                SlotKind::RunningVar => rv.next().unwrap(),
+                SlotKind::Images => host(&s.ty, x.clone()),
+                SlotKind::Param => host(&s.ty, params.next().unwrap().clone()),
+                SlotKind::RunningMean => host(&s.ty, rm.next().unwrap().clone()),
+                SlotKind::RunningVar => host(&s.ty, rv.next().unwrap().clone()),
                 _ => unreachable!("eval signature slot {:?}", s.kind),
             })
             .collect()
     }
 
-    fn logits(&self, module: &Module, x: Vec<f32>) -> Result<Vec<f32>, TrainError> {
-        let inputs = self.eval_inputs(x);
-        let out = eval_func::<f32>(module, &self.eval_sig.func, inputs, &EvalOptions::default())
-            .map_err(|e| TrainError(format!("evaluating @{}: {e}", self.eval_sig.func)))?;
-        Ok(out.outputs[0].to_f32_tensor().data)
+    /// Logits of the eval forward on a batch of `cfg.batch` images.
+    fn eval_logits(&mut self, x: Vec<f32>) -> Result<Vec<f32>, TrainError> {
+        let inputs = self.eval_inputs(&self.eval_sig, x);
+        let func = self.eval_sig.func.clone();
+        let out = self
+            .eval_exec()?
+            .run_one(inputs)
+            .map_err(|e| TrainError(format!("running @{func}: {e}")))?;
+        f32_data(out.into_iter().next().expect("logits"), &func)
+    }
+
+    /// Correct predictions of the batch-BN logits forward on each replica's
+    /// shard (the forward the step itself takes), when train accuracy is on.
+    fn train_correct(&mut self, x: &[f32], labels: &[usize]) -> Result<Option<u64>, TrainError> {
+        if self.train_logits.is_none() {
+            return Ok(None);
+        }
+        let k = self.net.classes as usize;
+        let shard = self.shard_batch();
+        let per = x.len() / labels.len().max(1);
+        let func = self.logits_sig.func.clone();
+        let mut correct = 0u64;
+        for r in 0..self.cfg.replicas {
+            let rows = r * shard..(r + 1) * shard;
+            let inputs = self.eval_inputs(
+                &self.logits_sig,
+                x[rows.start * per..rows.end * per].to_vec(),
+            );
+            let out = self
+                .logits_exec()?
+                .expect("train logits enabled")
+                .run_one(inputs)
+                .map_err(|e| TrainError(format!("running @{func}: {e}")))?;
+            let logits = f32_data(out.into_iter().next().expect("logits"), &func)?;
+            correct += rows
+                .enumerate()
+                .filter(|&(i, row)| argmax(&logits[i * k..(i + 1) * k]) == labels[row])
+                .count() as u64;
+        }
+        Ok(Some(correct))
+    }
+
+    /// One replica's step inputs: its shard of images and targets, the shared
+    /// state and schedule scalars.
+    fn step_inputs(&self, x: &[f32], onehot: &[f32], lr: f64, bc: (f64, f64)) -> Vec<HostTensor> {
+        let st = &self.state;
+        let (mut th, mut mm, mut vv) = (st.params.iter(), st.m.iter(), st.v.iter());
+        let mut rm = st.running.iter().map(|p| &p.0);
+        let mut rv = st.running.iter().map(|p| &p.1);
+        self.step_sig
+            .inputs
+            .iter()
+            .map(|s| match s.kind {
+                SlotKind::Images => host(&s.ty, x.to_vec()),
+                SlotKind::Param => host(&s.ty, th.next().unwrap().clone()),
+                SlotKind::M => host(&s.ty, mm.next().unwrap().clone()),
+                SlotKind::V => host(&s.ty, vv.next().unwrap().clone()),
+                SlotKind::Lr => scalar(lr),
+                SlotKind::Bc1 => scalar(bc.0),
+                SlotKind::Bc2 => scalar(bc.1),
+                SlotKind::RunningMean => host(&s.ty, rm.next().unwrap().clone()),
+                SlotKind::RunningVar => host(&s.ty, rv.next().unwrap().clone()),
+                SlotKind::OneHot => host(&s.ty, onehot.to_vec()),
+                other => unreachable!("step input slot {other:?}"),
+            })
+            .collect()
     }
 
     /// One update on the next batch of the current epoch.
@@ -350,11 +530,15 @@ impl Session {
         let epoch = self.state.epoch;
         let start = self.state.batch_in_epoch as usize * b;
         let idx: Vec<usize> = self.permutation(epoch)[start..start + b].to_vec();
+        let labels: Vec<usize> = idx
+            .iter()
+            .map(|&i| self.data.train.labels[i] as usize)
+            .collect();
         let mut x = Vec::with_capacity(b * per);
         let mut onehot = vec![0f32; b * k];
         for (row, &i) in idx.iter().enumerate() {
             x.extend_from_slice(&self.data.train.images[i * per..(i + 1) * per]);
-            onehot[row * k + self.data.train.labels[i] as usize] = 1.0;
+            onehot[row * k + labels[row]] = 1.0;
         }
         let aug = Augment {
             crop_pad: self.cfg.crop_pad,
@@ -364,61 +548,79 @@ impl Session {
 
         let t = self.state.step + 1;
         let lr = lr_at(self.cfg.lr, t, self.warmup_steps(), self.total_steps());
-        let (bc1, bc2) = bias_corrections(t);
+        let bc = bias_corrections(t);
 
-        let correct = match &self.train_logits {
-            Some(m) => {
-                let logits = self.logits(m, x.clone())?;
-                Some(
-                    idx.iter()
-                        .enumerate()
-                        .filter(|(r, &i)| {
-                            argmax(&logits[r * k..(r + 1) * k])
-                                == self.data.train.labels[i] as usize
-                        })
-                        .count() as u64,
+        let correct = self.train_correct(&x, &labels)?;
+
+        let replicas = self.cfg.replicas;
+        let shard = self.shard_batch();
+        let args: Vec<Vec<HostTensor>> = (0..replicas)
+            .map(|r| {
+                let rows = r * shard..(r + 1) * shard;
+                self.step_inputs(
+                    &x[rows.start * per..rows.end * per],
+                    &onehot[rows.start * k..rows.end * k],
+                    lr,
+                    bc,
                 )
-            }
-            None => None,
-        };
-
-        let sig = &self.step_sig;
-        let running = self.running_values();
-        let (mut rm, mut rv) = (
-            running.iter().map(|p| p.0.clone()),
-            running.iter().map(|p| p.1.clone()),
-        );
-        let st = &self.state;
-        let (mut th, mut mm, mut vv) = (st.params.iter(), st.m.iter(), st.v.iter());
-        let inputs: Vec<Value<f32>> = sig
-            .inputs
-            .iter()
-            .map(|s| match s.kind {
-                SlotKind::Images => to_value(dims(&s.ty), x.clone()),
-                SlotKind::Param => to_value(dims(&s.ty), th.next().unwrap().clone()),
-                SlotKind::M => to_value(dims(&s.ty), mm.next().unwrap().clone()),
-                SlotKind::V => to_value(dims(&s.ty), vv.next().unwrap().clone()),
-                SlotKind::Lr => scalar(lr),
-                SlotKind::Bc1 => scalar(bc1),
-                SlotKind::Bc2 => scalar(bc2),
-                SlotKind::RunningMean => rm.next().unwrap(),
-                SlotKind::RunningVar => rv.next().unwrap(),
-                SlotKind::OneHot => to_value(dims(&s.ty), onehot.clone()),
-                other => unreachable!("step input slot {other:?}"),
             })
             .collect();
-        let outs = eval_func::<f32>(
-            &self.step_module,
-            &sig.func,
-            inputs,
-            &EvalOptions::default(),
-        )
-        .map_err(|e| TrainError(format!("evaluating @{}: {e}", sig.func)))?
-        .outputs;
-        let out = |i: usize| outs[i].to_f32_tensor().data;
-        let take =
-            |kind| -> Vec<Vec<f32>> { sig.output_positions(kind).into_iter().map(&out).collect() };
-        let loss = out(sig.output_positions(SlotKind::Loss)[0])[0] as f64;
+        let func = self.step_sig.func.clone();
+        let outs = self
+            .step_exec()?
+            .run(&args)
+            .map_err(|e| TrainError(format!("running @{func}: {e}")))?;
+        let outs = outs
+            .into_iter()
+            .map(|o| {
+                o.into_iter()
+                    .map(|t| f32_data(t, &func))
+                    .collect::<Result<Vec<_>, _>>()
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let sig = &self.step_sig;
+        // θ', m', v' are one value on every replica: the gradients were
+        // averaged across replicas before the tail.
+        let mut divergence = 0f64;
+        for kind in [SlotKind::Param, SlotKind::M, SlotKind::V] {
+            for i in sig.output_positions(kind) {
+                for o in &outs[1..] {
+                    for (a, b) in o[i].iter().zip(&outs[0][i]) {
+                        divergence = divergence.max((a - b).abs() as f64);
+                    }
+                }
+            }
+        }
+        if divergence != 0.0 && self.engine_options.kind == EngineKind::Native {
+            return terr(format!(
+                "update {t}: the {replicas} native replicas disagree on the new state by up to {divergence:e} \
+                 (the cross-replica mean must give every replica the same bits)"
+            ));
+        }
+        self.replica_divergence = self.replica_divergence.max(divergence);
+        let take = |kind| -> Vec<Vec<f32>> {
+            sig.output_positions(kind)
+                .into_iter()
+                .map(|i| outs[0][i].clone())
+                .collect()
+        };
+        // BN statistics are per replica; the running estimate takes their mean.
+        let mean_over_replicas = |kind| -> Vec<Vec<f32>> {
+            sig.output_positions(kind)
+                .into_iter()
+                .map(|i| {
+                    let mut acc = vec![0f64; outs[0][i].len()];
+                    for o in &outs {
+                        for (a, &x) in acc.iter_mut().zip(&o[i]) {
+                            *a += x as f64;
+                        }
+                    }
+                    acc.iter().map(|a| (a / replicas as f64) as f32).collect()
+                })
+                .collect()
+        };
+        let loss_at = sig.output_positions(SlotKind::Loss)[0];
+        let loss = outs.iter().map(|o| o[loss_at][0] as f64).sum::<f64>() / replicas as f64;
         if !loss.is_finite() {
             return terr(format!(
                 "the loss is {loss} at update {t} (lr {lr:.3e}); lower --lr"
@@ -427,8 +629,8 @@ impl Session {
         let new_params = take(SlotKind::Param);
         let new_m = take(SlotKind::M);
         let new_v = take(SlotKind::V);
-        let bmean = take(SlotKind::BatchMean);
-        let bvar = take(SlotKind::BatchVar);
+        let bmean = mean_over_replicas(SlotKind::BatchMean);
+        let bvar = mean_over_replicas(SlotKind::BatchVar);
         let mom = bn_momentum(t);
         let st = &mut self.state;
         for ((run, bm), bv) in st.running.iter_mut().zip(&bmean).zip(&bvar) {
@@ -458,23 +660,24 @@ impl Session {
 
     /// Accuracy of the rendered eval forward (running statistics) on the test
     /// split; the last partial batch is zero-padded and its padding ignored.
-    pub fn evaluate(&self) -> Result<f64, TrainError> {
+    pub fn evaluate(&mut self) -> Result<f64, TrainError> {
         let b = self.cfg.batch;
         let (c, h, w) = self.data.shape;
         let per = c * h * w;
         let k = self.net.classes as usize;
-        let test = &self.data.test;
+        let total = self.data.test.len();
         let mut correct = 0usize;
-        for start in (0..test.len()).step_by(b) {
-            let n = b.min(test.len() - start);
+        for start in (0..total).step_by(b) {
+            let n = b.min(total - start);
             let mut x = vec![0f32; b * per];
-            x[..n * per].copy_from_slice(&test.images[start * per..(start + n) * per]);
-            let logits = self.logits(&self.eval_module, x)?;
+            x[..n * per].copy_from_slice(&self.data.test.images[start * per..(start + n) * per]);
+            let logits = self.eval_logits(x)?;
+            let test = &self.data.test;
             correct += (0..n)
                 .filter(|&r| argmax(&logits[r * k..(r + 1) * k]) == test.labels[start + r] as usize)
                 .count();
         }
-        Ok(correct as f64 / test.len().max(1) as f64)
+        Ok(correct as f64 / total.max(1) as f64)
     }
 
     /// Closes the current epoch: its record, then the counters move on.
@@ -547,9 +750,18 @@ impl Session {
     /// Rebuilds a session from a checkpoint: the config it stores, then every
     /// tensor and counter checked against the re-rendered signature.
     pub fn from_checkpoint(ck: &Checkpoint, what: &str) -> Result<Session, TrainError> {
+        Session::from_checkpoint_with(ck, what, EngineOptions::native())
+    }
+
+    /// [`Session::from_checkpoint`] continuing on the engine `engine`.
+    pub fn from_checkpoint_with(
+        ck: &Checkpoint,
+        what: &str,
+        engine: EngineOptions,
+    ) -> Result<Session, TrainError> {
         let cfg: TrainConfig = serde_json::from_str(ck.meta_field("config")?)
             .map_err(|e| TrainError(format!("{what}: its run config does not parse: {e}")))?;
-        let mut s = Session::new(cfg)?;
+        let mut s = Session::with_engine(cfg, engine)?;
         s.restore(ck, what)?;
         Ok(s)
     }
@@ -628,6 +840,21 @@ impl Session {
     }
 }
 
+/// `n` values of a parameter drawn from its declared init (constant inits
+/// draw nothing from `rng`).
+pub fn init_values(init: &Init, n: usize, rng: &mut Rng) -> Vec<f32> {
+    (0..n)
+        .map(|_| match *init {
+            Init::Zeros => 0.0,
+            Init::Ones => 1.0,
+            Init::HeNormal { fan_in } => {
+                (rng.normal() * (2.0 / fan_in.max(1) as f64).sqrt()) as f32
+            }
+            Init::Normal { std } => (rng.normal() * std) as f32,
+        })
+        .collect()
+}
+
 /// θ from each parameter's declared init (a stream derived from the seed),
 /// m = v = 0, running mean 0 and variance 1.
 pub fn initial_state(net: &NetSpec, sig: &StepSignature, seed: u64) -> Result<State, TrainError> {
@@ -635,19 +862,7 @@ pub fn initial_state(net: &NetSpec, sig: &StepSignature, seed: u64) -> Result<St
     let mut rng = Rng::derived(seed, 0x1417);
     let params: Vec<Vec<f32>> = specs
         .iter()
-        .map(|p| {
-            let n = p.ty.num_elements() as usize;
-            (0..n)
-                .map(|_| match p.init {
-                    Init::Zeros => 0.0,
-                    Init::Ones => 1.0,
-                    Init::HeNormal { fan_in } => {
-                        (rng.normal() * (2.0 / fan_in.max(1) as f64).sqrt()) as f32
-                    }
-                    Init::Normal { std } => (rng.normal() * std) as f32,
-                })
-                .collect()
-        })
+        .map(|p| init_values(&p.init, p.ty.num_elements() as usize, &mut rng))
         .collect();
     let zeros: Vec<Vec<f32>> = params.iter().map(|p| vec![0.0; p.len()]).collect();
     let running = sig
@@ -858,9 +1073,14 @@ pub fn read_metrics(path: &Path) -> Result<Vec<MetricsLine>, TrainError> {
 /// Opens a run directory's checkpoint as a session ready to continue (or to
 /// be evaluated): `(session, metrics_len)`.
 pub fn resume(run_dir: &Path) -> Result<(Session, u64), TrainError> {
+    resume_with(run_dir, EngineOptions::native())
+}
+
+/// [`resume`] on the engine `engine`.
+pub fn resume_with(run_dir: &Path, engine: EngineOptions) -> Result<(Session, u64), TrainError> {
     let p = checkpoint_path(run_dir);
     let ck = Checkpoint::read(&p)?;
     let what = p.display().to_string();
-    let s = Session::from_checkpoint(&ck, &what)?;
+    let s = Session::from_checkpoint_with(&ck, &what, engine)?;
     Ok((s, ck.meta_u64("metrics_len")?))
 }

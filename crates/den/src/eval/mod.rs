@@ -12,10 +12,12 @@ mod fastpath;
 mod index;
 mod linalg;
 mod reduce;
+mod replica;
 mod shape;
 
 pub use elementwise::wrap_int;
 pub use reduce::as_compare_selector;
+pub use replica::eval_replicas;
 
 use crate::scalar::{NotExact, Scalar};
 use crate::value::Value;
@@ -29,7 +31,8 @@ pub struct EvalOptions {
     /// when margins are not recorded).
     pub fast: bool,
     pub record_margins: bool,
-    /// Number of replicas (1: `all_reduce` is the identity).
+    /// Number of replicas (1: `all_reduce` is the identity). More than one
+    /// is for [`eval_replicas`], which runs the replicas and sets it.
     pub replicas: usize,
 }
 
@@ -688,14 +691,33 @@ impl<'m> Interp<'m> {
                     &x, &s, &i, sa, selector, scatter, &mut body, dec,
                 )?)
             }
-            OpKind::AllReduce { .. } => {
-                if self.opts.replicas != 1 {
-                    return Err(Fail::msg(format!(
-                        "all_reduce over {} replicas needs the replica evaluator",
-                        self.opts.replicas
-                    )));
+            OpKind::AllReduce { replica_groups, .. } => {
+                let operands = op
+                    .operands
+                    .iter()
+                    .map(|v| get(env, *v).cloned())
+                    .collect::<Result<Vec<_>, _>>()?;
+                if self.opts.replicas == 1 {
+                    // A group naming replica 1+ belongs to a data-parallel step:
+                    // as the identity it would silently apply gradient/R.
+                    if let Some(&id) = replica_groups.iter().flatten().find(|&&id| id != 0) {
+                        return Err(Fail::msg(format!(
+                            "replica_groups name replica {id} but only 1 replica is running; \
+                             a data-parallel step needs R replicas (den::eval_replicas, --replicas R)"
+                        )));
+                    }
+                    return Ok(operands);
                 }
-                op.operands.iter().map(|v| get(env, *v).cloned()).collect()
+                let members = replica::gather(
+                    &f.name,
+                    op_index,
+                    replica_groups,
+                    operands,
+                    self.opts.replicas,
+                )?;
+                let reducer = single_region(op, 0)?.as_binary_reducer();
+                let mut body = |args: Vec<Value<S>>| self.run_region(f, env, op, op_index, 0, args);
+                replica::combine(members, reducer, &result_types(op), &mut body)
             }
             OpKind::Call { callee } => {
                 let g = self

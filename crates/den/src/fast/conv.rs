@@ -1,16 +1,17 @@
 //! Fast `stablehlo.convolution` (f32/f64): operands are permuted to an internal
 //! `[batch, feature, spatial…]` / `[out_feature, in_feature, spatial…]` layout
-//! (window reversal applied to the kernel), computed by one of three paths, and
+//! (window reversal applied to the kernel), computed by one of these paths, and
 //! the `[batch, feature, spatial…]` result is permuted to the requested layout:
 //!
-//! * im2col + GEMM (the default: forward and input-gradient convolutions): every
-//!   (output example, batch group, feature group) is one GEMM
-//!   `W_g [Og, Cg·Kprod] × col [Cg·Kprod, P]`, parallel over examples;
-//! * patch GEMM (ungrouped, kernel larger than the output: the weight gradient
-//!   `conv(xᵀ, dyᵀ)`): one GEMM with the examples' output positions as columns,
-//!   tiled over input features;
-//! * direct dot products (grouped with a kernel much larger than the output: the
-//!   depthwise weight gradient with `batch_group_count`), parallel over groups.
+//! * implicit GEMM (`implicit.rs`): every ungrouped convolution without lhs
+//!   dilation and with a non-pointwise kernel — all three forms of a train
+//!   step's conv layers (forward, input-VJP, weight-VJP on transposed operands);
+//! * one GEMM per example for pointwise (1×1, stride 1) convolutions;
+//! * for grouped or lhs-dilated convolutions: im2col + GEMM per (example, batch
+//!   group, feature group), phase-split im2col for lhs dilation (no multiplies
+//!   by the inserted zeros), shifted GEMMs over a padded copy, patch GEMM, or
+//!   direct dot products when the kernel is much larger than the output (the
+//!   depthwise weight gradient with `batch_group_count`).
 //!
 //! Padding, base (lhs) dilation and window (rhs) dilation are resolved once per
 //! spatial dimension into [`WindowTable`]s, so gathering is table lookups and,
@@ -20,6 +21,7 @@ use rayon::prelude::*;
 
 use super::float::FastFloat;
 use super::gemm::{matmul, matmul_add, MatRef};
+use super::implicit::ImplicitConv;
 use super::layout::{dim_index, permute, WindowTable};
 use crate::tensor::{row_major_strides, Tensor};
 
@@ -224,7 +226,14 @@ pub(crate) fn convolution<T: FastFloat>(
         rhs_log
     };
 
-    let result = compute(&plan, &lhs_log, &rhs_log);
+    let result = match implicit_gemm(&plan, attrs) {
+        Some(conv) => {
+            let mut out = vec![T::ZERO; plan.out_batch * plan.out_features * plan.out_plane()];
+            conv.run(&lhs_log, &rhs_log, &mut out);
+            out
+        }
+        None => compute(&plan, &lhs_log, &rhs_log),
+    };
 
     // Internal [batch, feature, spatial…] → requested layout: output dimension
     // out_dims[j] holds internal dimension j.
@@ -242,6 +251,38 @@ pub(crate) fn convolution<T: FastFloat>(
         std::borrow::Cow::Owned(v) => v,
     };
     Tensor::new(out_shape.to_vec(), data)
+}
+
+/// The implicit-GEMM form of the convolution (see [`ImplicitConv`]) when it
+/// applies: ungrouped, no lhs dilation, a spatial kernel that is not pointwise
+/// (the pointwise case is a plain GEMM below).
+fn implicit_gemm<'a>(plan: &'a ConvPlan, attrs: &ir::ConvAttrs) -> Option<ImplicitConv<'a>> {
+    let nsp = plan.kernel_spatial.len();
+    let get = |v: &[i64], s: usize| v.get(s).copied().unwrap_or(1);
+    let eligible = nsp > 0
+        && plan.batch_groups == 1
+        && plan.feature_groups == 1
+        && plan.in_features > 0
+        && plan.kernel_size() > 0
+        && !plan.is_pointwise()
+        && (0..nsp).all(|s| get(&attrs.lhs_dilation, s) == 1);
+    eligible.then(|| ImplicitConv {
+        batch: plan.batch,
+        in_features: plan.in_features,
+        out_features: plan.out_features,
+        in_spatial: &plan.in_spatial,
+        kernel_spatial: &plan.kernel_spatial,
+        out_spatial: &plan.out_spatial,
+        strides: (0..nsp)
+            .map(|s| dim_index(get(&attrs.window_strides, s), "window stride"))
+            .collect(),
+        rhs_dilation: (0..nsp)
+            .map(|s| dim_index(get(&attrs.rhs_dilation, s), "rhs_dilation"))
+            .collect(),
+        padding: (0..nsp)
+            .map(|s| attrs.padding.get(s).copied().unwrap_or((0, 0)))
+            .collect(),
+    })
 }
 
 /// The kernel `[O, I, K…]` with the spatial dimensions flagged in `reversal` reversed.

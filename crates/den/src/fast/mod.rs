@@ -22,6 +22,7 @@ mod conv;
 mod dot;
 mod float;
 mod gemm;
+mod implicit;
 mod layout;
 mod reduce;
 

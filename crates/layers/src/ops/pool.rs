@@ -1,6 +1,8 @@
 //! Spatial max pooling over NCHW activations (REFERENCE §2.8, §2.9): the
 //! forward `reduce_window` max with −∞ padding, its kink site (unique argmax per
-//! window) and the accumulating `select_and_scatter` backward.
+//! window) and its accumulating backward in two emitted forms (`PoolBackward`):
+//! one `select_and_scatter`, or shifted compare/select/pad sums for engines
+//! that cannot lower the overlapping `select_and_scatter` (IREE).
 
 use crate::emit::{Emit, R};
 use crate::layer::{CertLayer, Grads, KinkKind, LayerError, Saved, Sites};
@@ -9,23 +11,58 @@ use ir::{CompareDirection, FuncBuilder, ScatterWindowAttrs, TensorType, ValueId,
 /// Max pool over H and W of an `[N,C,H,W]` input: square `window`, `stride`,
 /// and `pad` rows/columns of −∞ on every side (symmetric).
 ///
-/// * `MaxPool { window: 2, stride: 2, pad: 0 }`: non-overlapping (CIFAR nets).
-/// * `MaxPool { window: 3, stride: 2, pad: 1 }`: the He et al. ResNet stem;
+/// * `MaxPool::new(2, 2, 0)`: non-overlapping (CIFAR nets).
+/// * `MaxPool::new(3, 2, 1)`: the He et al. ResNet stem;
 ///   window `i` covers input rows `[2i−1, 2i+1]`, so windows overlap and the
 ///   backward accumulates (an input may receive gradient from up to 4 windows).
 ///
 /// Output extent per spatial dim: `⌊(H + 2·pad − window)/stride⌋ + 1`.
-/// Backward: `select_and_scatter` with a `GE` select (the first maximal element
-/// in window scan order wins, as the reference's verified render) and an `add`
-/// scatter, same window, stride and padding as the forward.
+/// Backward (`PoolBackward::SelectAndScatter`): `select_and_scatter` with a
+/// `GE` select (the first maximal element in window scan order wins, as the
+/// reference's verified render) and an `add` scatter, same window, stride and
+/// padding as the forward. `PoolBackward::ShiftedSums` emits the same function
+/// without it (bit-identical on the evaluator, `cert/tests/pool_forms.rs`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MaxPool {
     pub window: i64,
     pub stride: i64,
     pub pad: i64,
+    /// Which equivalent backward map is emitted (the forward is the same).
+    pub backward: PoolBackward,
+}
+
+/// The emitted form of the max-pool backward. Both forms compute the same
+/// function (the gradient goes to the first maximal element of each window in
+/// scan order, accumulated over overlapping windows); they differ in the ops
+/// they use, which matters to compilers that cannot lower one of them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum PoolBackward {
+    /// One `select_and_scatter` (GE select, add scatter).
+    #[default]
+    SelectAndScatter,
+    /// Per window offset: strided slices of the −∞-padded input give the mask
+    /// "this offset is the window's selected element"; the selected `dy` is
+    /// scattered back with an interior/edge `pad` and the offsets are summed.
+    /// No `select_and_scatter` (IREE cannot legalize the overlapping one).
+    ShiftedSums,
 }
 
 impl MaxPool {
+    /// A pool with the default (select_and_scatter) backward.
+    pub const fn new(window: i64, stride: i64, pad: i64) -> Self {
+        MaxPool {
+            window,
+            stride,
+            pad,
+            backward: PoolBackward::SelectAndScatter,
+        }
+    }
+
+    /// The same pool with another backward form.
+    pub const fn with_backward(self, backward: PoolBackward) -> Self {
+        MaxPool { backward, ..self }
+    }
+
     /// The forward's window geometry (`reduce_window` attributes, rank 4).
     pub fn window_attrs(&self) -> WindowAttrs {
         WindowAttrs {
@@ -46,6 +83,126 @@ impl MaxPool {
         }
     }
 
+    /// Window offsets `(row, column)` in the window's scan order (row-major),
+    /// the order select_and_scatter's selection visits them.
+    pub fn offsets(&self) -> Vec<(i64, i64)> {
+        (0..self.window)
+            .flat_map(|a| (0..self.window).map(move |b| (a, b)))
+            .collect()
+    }
+
+    /// ShiftedSums, step 1. Per window offset (scan order), an `[N,C,Ho,Wo]`
+    /// tensor: `dy` where the element at that offset is the window's selected
+    /// one, 0 elsewhere. The selected element is the first (in scan order)
+    /// equal to the forward's maximum `y`, exactly select_and_scatter's GE
+    /// choice (a later element replaces the current one only when strictly
+    /// greater). `unclaimed` carries the cotangent no earlier offset took, so
+    /// no boolean algebra is needed: an offset equal to `y` claims what is
+    /// left and leaves 0. The input is padded with −∞ as in the forward;
+    /// padding never equals `y` unless a window's real elements are all −∞
+    /// (the one input where the two forms can differ).
+    pub fn claimed_cotangents(
+        &self,
+        fb: &mut FuncBuilder,
+        x: ValueId,
+        y: ValueId,
+        dy: ValueId,
+    ) -> R<Vec<ValueId>> {
+        let xp = self.pad_like_forward(fb, x)?;
+        let out = fb.shape(dy);
+        let elem = fb.elem(dy);
+        let zero = fb.splat(0.0, TensorType::new(out.clone(), elem));
+        let mut unclaimed = dy;
+        let mut claimed = Vec::with_capacity((self.window * self.window) as usize);
+        for (a, b) in self.offsets() {
+            let at_offset = self.offset_view(fb, xp, &out, (a, b))?;
+            let is_max = fb.cmp(CompareDirection::Eq, at_offset, y)?;
+            claimed.push(fb.select(is_max, unclaimed, zero)?);
+            unclaimed = fb.select(is_max, zero, unclaimed)?;
+        }
+        Ok(claimed)
+    }
+
+    /// `x` padded with −∞ as the forward pads it (padding never wins a max).
+    pub fn pad_like_forward(&self, fb: &mut FuncBuilder, x: ValueId) -> R<ValueId> {
+        let p = self.pad;
+        fb.pad_with(x, f64::NEG_INFINITY, &[0, 0, p, p], &[0, 0, p, p], &[0; 4])
+    }
+
+    /// The element at window offset `(a, b)` of every window, `[N,C,Ho,Wo]`
+    /// (`out`), read from the padded input `xp`: output `(i, j)` is padded
+    /// input `(a + i·stride, b + j·stride)`.
+    pub fn offset_view(
+        &self,
+        fb: &mut FuncBuilder,
+        xp: ValueId,
+        out: &[i64],
+        (a, b): (i64, i64),
+    ) -> R<ValueId> {
+        let s = self.stride;
+        fb.slice(
+            xp,
+            &[0, 0, a, b],
+            &[
+                out[0],
+                out[1],
+                a + (out[2] - 1) * s + 1,
+                b + (out[3] - 1) * s + 1,
+            ],
+            &[1, 1, s, s],
+        )
+    }
+
+    /// ShiftedSums, step 2. Offset `(a, b)`'s claimed cotangent placed where
+    /// its elements sit in the padded input: output `(i, j)` of that offset is
+    /// padded-input `(a + i·stride, b + j·stride)`, so an interior padding of
+    /// `stride − 1` and edge padding `a`/`b` low, the rest high.
+    pub fn scatter_offset(
+        &self,
+        fb: &mut FuncBuilder,
+        claimed: ValueId,
+        (a, b): (i64, i64),
+        input: &[i64],
+    ) -> R<ValueId> {
+        let out = fb.shape(claimed);
+        let s = self.stride;
+        let high = |len: i64, off: i64, n: i64| len + 2 * self.pad - off - (n - 1) * s - 1;
+        fb.pad(
+            claimed,
+            &[0, 0, a, b],
+            &[0, 0, high(input[2], a, out[2]), high(input[3], b, out[3])],
+            &[0, 0, s - 1, s - 1],
+        )
+    }
+
+    /// ShiftedSums, step 3. The scattered offsets added up in the order
+    /// select_and_scatter accumulates: it visits windows row-major, and
+    /// of the windows covering one input element a later window sees it at
+    /// a smaller offset, so reverse scan order; the fold starts at 0 as its
+    /// init does. Every addition then matches one of select_and_scatter's or
+    /// adds +0 to a value that is not −0, so the two forms agree bit for bit.
+    pub fn sum_in_window_order(&self, fb: &mut FuncBuilder, scattered: &[ValueId]) -> R<ValueId> {
+        let first = *scattered.last().expect("a window has at least one offset");
+        let shape = fb.shape(first);
+        let elem = fb.elem(first);
+        let mut acc = fb.splat(0.0, TensorType::new(shape, elem));
+        for &t in scattered.iter().rev() {
+            acc = fb.add(acc, t)?;
+        }
+        Ok(acc)
+    }
+
+    /// ShiftedSums, step 4. The padded-input gradient without its padding.
+    pub fn crop_padding(&self, fb: &mut FuncBuilder, padded: ValueId, input: &[i64]) -> R<ValueId> {
+        let p = self.pad;
+        fb.slice(
+            padded,
+            &[0, 0, p, p],
+            &[input[0], input[1], p + input[2], p + input[3]],
+            &[1; 4],
+        )
+    }
+
     fn padding(&self) -> Vec<(i64, i64)> {
         vec![(0, 0), (0, 0), (self.pad, self.pad), (self.pad, self.pad)]
     }
@@ -58,8 +215,12 @@ impl MaxPool {
 
 impl CertLayer for MaxPool {
     fn name(&self) -> String {
+        let form = match self.backward {
+            PoolBackward::SelectAndScatter => "",
+            PoolBackward::ShiftedSums => ", shifted-sums backward",
+        };
         format!(
-            "maxpool {k}×{k}/s{s} pad {p}",
+            "maxpool {k}×{k}/s{s} pad {p}{form}",
             k = self.window,
             s = self.stride,
             p = self.pad
@@ -112,12 +273,28 @@ impl CertLayer for MaxPool {
         fb: &mut FuncBuilder,
         x: ValueId,
         _: &[ValueId],
-        _: &Saved,
+        saved: &Saved,
         dy: ValueId,
     ) -> R<Grads> {
-        // The add scatter is the accumulation the overlapping 3×3/s2 windows
-        // need; at non-overlapping windows it adds into a zero once.
-        let dx = fb.select_and_scatter(x, dy, CompareDirection::Ge, self.scatter_attrs())?;
+        let dx = match self.backward {
+            // The add scatter is the accumulation the overlapping 3×3/s2
+            // windows need; at non-overlapping windows it adds into a zero once.
+            PoolBackward::SelectAndScatter => {
+                fb.select_and_scatter(x, dy, CompareDirection::Ge, self.scatter_attrs())?
+            }
+            PoolBackward::ShiftedSums => {
+                let claimed = self.claimed_cotangents(fb, x, saved.output(), dy)?;
+                let input = fb.shape(x);
+                let scattered = self
+                    .offsets()
+                    .into_iter()
+                    .zip(claimed)
+                    .map(|(offset, c)| self.scatter_offset(fb, c, offset, &input))
+                    .collect::<R<Vec<_>>>()?;
+                let sum = self.sum_in_window_order(fb, &scattered)?;
+                self.crop_padding(fb, sum, &input)?
+            }
+        };
         Ok(Grads {
             dx,
             dparams: Vec::new(),
@@ -126,18 +303,11 @@ impl CertLayer for MaxPool {
 }
 
 /// The max-pool configurations `certify --all-ops` ties: both geometries,
-/// batch 1, 2 and 3, odd and non-square inputs for the overlapping pool.
+/// batch 1, 2 and 3, odd and non-square inputs for the overlapping pool, and
+/// both backward forms.
 pub fn catalog() -> Vec<super::OpCase> {
-    let p2 = || MaxPool {
-        window: 2,
-        stride: 2,
-        pad: 0,
-    };
-    let p3 = || MaxPool {
-        window: 3,
-        stride: 2,
-        pad: 1,
-    };
+    let p2 = || MaxPool::new(2, 2, 0);
+    let p3 = || MaxPool::new(3, 2, 1);
     vec![
         super::OpCase::new(
             "maxpool",
@@ -168,6 +338,24 @@ pub fn catalog() -> Vec<super::OpCase> {
             "3×3/s2 pad 1, N=3, 1 ch, 5×9 (odd)",
             p3(),
             &[3, 1, 5, 9],
+        ),
+        super::OpCase::new(
+            "maxpool",
+            "3×3/s2 pad 1 shifted sums, N=2, 2 ch, 6×8",
+            p3().with_backward(PoolBackward::ShiftedSums),
+            &[2, 2, 6, 8],
+        ),
+        super::OpCase::new(
+            "maxpool",
+            "3×3/s2 pad 1 shifted sums, N=1, 2 ch, 7×5 (odd)",
+            p3().with_backward(PoolBackward::ShiftedSums),
+            &[1, 2, 7, 5],
+        ),
+        super::OpCase::new(
+            "maxpool",
+            "2×2/s2 pad 0 shifted sums, N=3, 1 ch, 6×4",
+            p2().with_backward(PoolBackward::ShiftedSums),
+            &[3, 1, 6, 4],
         ),
     ]
 }

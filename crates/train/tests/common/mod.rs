@@ -101,5 +101,6 @@ pub fn tiny_config(data_dir: &Path) -> TrainConfig {
         checkpoint_every: 5,
         limit_train: None,
         limit_test: None,
+        replicas: 1,
     }
 }

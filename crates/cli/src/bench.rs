@@ -1,0 +1,804 @@
+//! `certgrad bench`: how fast the rendered train step runs on certgrad's CPU
+//! executor (`bench step`: median/min/max ms per step after warm-up, GFLOP/s,
+//! peak RSS, optionally the per-op profile) and what this machine's GEMM can
+//! do at best (`bench gemm`: matrixmultiply sgemm on n³), so that each step
+//! figure can be read as a fraction of that limit. It owns the FLOP count of a
+//! StableHLO function ([`step_flops`]).
+
+use anyhow::{anyhow, bail, Result};
+use clap::{Args, Subcommand};
+use den::{Tensor, Value};
+use ir::{ElemType, Func, Module, OpKind, TensorType};
+use layers::trainstep::{render_train_step, step_signature, Optimizer, SlotKind, StepSignature};
+use std::time::Instant;
+
+#[derive(Args)]
+pub struct BenchArgs {
+    #[command(subcommand)]
+    pub what: BenchWhat,
+}
+
+#[derive(Subcommand)]
+pub enum BenchWhat {
+    /// Time a net's rendered train step: W warm-up steps, then N timed steps
+    /// (each step's θ, m, v fed back into the next, as the trainer does).
+    Step(StepArgs),
+    /// Measure the single-precision GEMM peak (matrixmultiply sgemm, n×n×n).
+    Gemm(GemmArgs),
+}
+
+#[derive(Args)]
+pub struct StepArgs {
+    /// A built-in net (see `certgrad nets`) or a .toml/.json net file.
+    pub net: String,
+    /// Batch size baked into the step.
+    #[arg(long, default_value_t = 128)]
+    pub batch: i64,
+    /// Optimizer tail (sgd, nesterov, adamw, …: see `certgrad render --help`).
+    #[arg(long, default_value = "sgd")]
+    pub optimizer: String,
+    /// Untimed steps before timing.
+    #[arg(long, default_value_t = 3)]
+    pub warmup: usize,
+    /// Timed steps.
+    #[arg(long, default_value_t = 10)]
+    pub iters: usize,
+    /// After the timed steps, run N more with per-op timing and print the top 15 ops.
+    #[arg(long)]
+    pub profile: bool,
+    /// Run on the compiled executor, den::exec::Plan (the default).
+    #[arg(long, conflicts_with = "generic")]
+    pub engine_plan: bool,
+    /// Run on the op-by-op evaluator (den::eval_func, fast f32 kernels).
+    #[arg(long)]
+    pub generic: bool,
+    /// bf16 conv/dot operands with f32 accumulation.
+    #[arg(long)]
+    pub bf16: bool,
+    /// Seed of the parameter init and of the random batch.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Print one JSON object on stdout instead of the text report.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args)]
+pub struct GemmArgs {
+    /// Matrix size n (C = A·B with n×n operands).
+    #[arg(long, default_value_t = 1024)]
+    pub n: usize,
+    /// Timed repetitions (after one untimed).
+    #[arg(long, default_value_t = 5)]
+    pub reps: usize,
+    /// Print one JSON object on stdout instead of the text report.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn bench(a: &BenchArgs) -> Result<()> {
+    match &a.what {
+        BenchWhat::Step(s) => bench_step(s),
+        BenchWhat::Gemm(g) => bench_gemm(g),
+    }
+}
+
+// ---------------------------------------------------------------- FLOPs
+
+/// Floating-point operations of one call of `func`: 2 per multiply-add of every
+/// `convolution` and `dot_general` (other ops are not counted), following
+/// `func.call`s into their callees.
+///
+/// A convolution counts only the products whose input element is real: taps
+/// that land on padding or on the holes of `lhs_dilation` are not work, and
+/// counting them would credit a strided conv's input gradient with stride²
+/// times its forward's FLOPs. With that rule a conv, its input gradient and its
+/// weight gradient count the same (they form the same set of x·w products).
+pub fn step_flops(module: &Module, func: &str) -> Result<u64> {
+    let mut stack = Vec::new();
+    func_flops(module, func, &mut stack)
+}
+
+fn func_flops(module: &Module, name: &str, stack: &mut Vec<String>) -> Result<u64> {
+    if stack.iter().any(|s| s == name) {
+        bail!(
+            "@{name} calls itself (through {}); no FLOP count",
+            stack.join(" → @")
+        );
+    }
+    let f = module.func(name).ok_or_else(|| {
+        let names: Vec<&str> = module.funcs.iter().map(|f| f.name.as_str()).collect();
+        anyhow!("no function @{name} (functions: @{})", names.join(", @"))
+    })?;
+    stack.push(name.to_string());
+    let types = f.value_types();
+    let total = block_flops(module, f, &f.body, &types, stack)?;
+    stack.pop();
+    Ok(total)
+}
+
+fn block_flops(
+    module: &Module,
+    f: &Func,
+    block: &ir::Block,
+    types: &[TensorType],
+    stack: &mut Vec<String>,
+) -> Result<u64> {
+    let mut total = 0u64;
+    for op in &block.ops {
+        let operand = |i: usize| -> Result<&TensorType> {
+            op.operands
+                .get(i)
+                .and_then(|v| types.get(v.index()))
+                .ok_or_else(|| anyhow!("@{}: {} lacks operand {i}", f.name, op.kind.name()))
+        };
+        total += match &op.kind {
+            OpKind::DotGeneral { dims, .. } => {
+                let lhs = operand(0)?;
+                let contracted: u64 = dims
+                    .lhs_contracting
+                    .iter()
+                    .map(|&d| dim(lhs, d))
+                    .product::<Result<u64>>()?;
+                2 * elements(&op.results[0].1) * contracted
+            }
+            OpKind::Convolution(attrs) => {
+                conv_flops(attrs, operand(0)?, operand(1)?, &op.results[0].1)?
+            }
+            OpKind::Call { callee } => func_flops(module, callee, stack)?,
+            _ => 0,
+        };
+        for r in &op.regions {
+            total += block_flops(module, f, r, types, stack)?;
+        }
+    }
+    Ok(total)
+}
+
+fn dim(t: &TensorType, d: i64) -> Result<u64> {
+    t.shape
+        .get(d as usize)
+        .map(|&n| n.max(0) as u64)
+        .ok_or_else(|| anyhow!("dimension {d} out of range for {t}"))
+}
+
+fn elements(t: &TensorType) -> u64 {
+    t.shape.iter().map(|&n| n.max(0) as u64).product()
+}
+
+/// Multiply-adds of a convolution with real input elements (see [`step_flops`]), ×2.
+fn conv_flops(
+    a: &ir::ConvAttrs,
+    lhs: &TensorType,
+    rhs: &TensorType,
+    out: &TensorType,
+) -> Result<u64> {
+    let d = &a.dims;
+    let mut taps = 1u64;
+    for i in 0..d.input_spatial.len() {
+        let input = dim(lhs, d.input_spatial[i])? as i64;
+        let kernel = dim(rhs, d.kernel_spatial[i])? as i64;
+        let output = dim(out, d.output_spatial[i])? as i64;
+        let get = |v: &[i64], default: i64| v.get(i).copied().unwrap_or(default);
+        let lhs_dil = get(&a.lhs_dilation, 1).max(1);
+        let rhs_dil = get(&a.rhs_dilation, 1).max(1);
+        let stride = get(&a.window_strides, 1).max(1);
+        let low = a.padding.get(i).map_or(0, |p| p.0);
+        let dilated = if input == 0 {
+            0
+        } else {
+            (input - 1) * lhs_dil + 1
+        };
+        let mut pairs = 0u64;
+        for o in 0..output {
+            for k in 0..kernel {
+                let q = o * stride + k * rhs_dil - low;
+                if q >= 0 && q < dilated && q % lhs_dil == 0 {
+                    pairs += 1;
+                }
+            }
+        }
+        taps *= pairs;
+    }
+    let per_output_window = dim(rhs, d.kernel_input_feature)?;
+    let outer = dim(out, d.output_batch)? * dim(out, d.output_feature)?;
+    Ok(2 * outer * per_output_window * taps)
+}
+
+// ---------------------------------------------------------------- bench step
+
+/// Which executor runs the step.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ExecutorKind {
+    /// `den::exec::Plan`: compiled once, fused loops, buffers reused by liveness.
+    Plan,
+    /// `den::eval_func::<f32>` with the fast kernels: op by op, every
+    /// intermediate materialised.
+    Eval,
+}
+
+impl ExecutorKind {
+    fn describe(self) -> &'static str {
+        match self {
+            ExecutorKind::Plan => "plan (den::exec::Plan, compiled f32 executor)",
+            ExecutorKind::Eval => "eval_func (den::eval_func, fast f32 kernels)",
+        }
+    }
+    fn name(self) -> &'static str {
+        match self {
+            ExecutorKind::Plan => "plan",
+            ExecutorKind::Eval => "eval_func",
+        }
+    }
+}
+
+/// A prepared executor for one rendered step function.
+enum StepRunner<'m> {
+    Plan(Box<den::exec::Plan>),
+    Eval { module: &'m Module, func: String },
+}
+
+impl<'m> StepRunner<'m> {
+    fn new(kind: ExecutorKind, module: &'m Module, func: &str) -> Result<Self> {
+        Ok(match kind {
+            ExecutorKind::Plan => StepRunner::Plan(Box::new(
+                den::exec::Plan::compile(module, func)
+                    .map_err(|e| anyhow!("compiling @{func}: {e}"))?,
+            )),
+            ExecutorKind::Eval => StepRunner::Eval {
+                module,
+                func: func.to_string(),
+            },
+        })
+    }
+
+    fn can_profile(&self) -> bool {
+        matches!(self, StepRunner::Plan(_))
+    }
+
+    /// What the executor made of the function (one line), when it says.
+    fn summary(&self) -> Option<String> {
+        match self {
+            StepRunner::Plan(p) => Some(p.summary()),
+            StepRunner::Eval { .. } => None,
+        }
+    }
+
+    fn set_profile(&mut self, on: bool) {
+        if let StepRunner::Plan(p) = self {
+            if on {
+                p.reset_profile();
+            }
+            p.set_profile(on);
+        }
+    }
+
+    fn profile(&self) -> Vec<den::exec::OpTime> {
+        match self {
+            StepRunner::Plan(p) => p.profile(),
+            StepRunner::Eval { .. } => Vec::new(),
+        }
+    }
+
+    /// One step: the inputs in signature order → the outputs in signature order.
+    fn run_step(&mut self, inputs: Vec<Value<f32>>) -> Result<Vec<Value<f32>>> {
+        match self {
+            StepRunner::Plan(p) => p.run(inputs).map_err(|e| anyhow!("running the plan: {e}")),
+            StepRunner::Eval { module, func } => {
+                let opts = den::EvalOptions {
+                    fast: true,
+                    ..Default::default()
+                };
+                let out = den::eval_func::<f32>(module, func, inputs, &opts)
+                    .map_err(|e| anyhow!("evaluating @{func}: {e}"))?;
+                Ok(out.outputs)
+            }
+        }
+    }
+}
+
+fn pick_executor(a: &StepArgs) -> ExecutorKind {
+    if a.generic {
+        ExecutorKind::Eval
+    } else {
+        ExecutorKind::Plan
+    }
+}
+
+fn f32_value(shape: &[i64], data: Vec<f32>) -> Value<f32> {
+    let dims = shape.iter().map(|&d| d as usize).collect();
+    Value::Float(Tensor::new(dims, data), ElemType::F32)
+}
+
+/// The learning rate of the timed steps.
+const BENCH_LR: f64 = 1e-3;
+
+/// The step's inputs and which outputs feed which inputs on the next step.
+struct StepState {
+    /// Inputs in signature order; the carried slots are taken out while a step runs.
+    inputs: Vec<Option<Value<f32>>>,
+    /// `(input position, output position)` of θ, m and v.
+    carried: Vec<(usize, usize)>,
+    loss_at: usize,
+}
+
+impl StepState {
+    /// θ from the declared init (as the trainer does), m = v = 0, running
+    /// mean 0 / variance 1, a random normal batch and random one-hot labels,
+    /// lr [`BENCH_LR`] and the bias corrections of t = 1.
+    fn new(
+        net: &layers::net::NetSpec,
+        sig: &StepSignature,
+        opt: Optimizer,
+        seed: u64,
+    ) -> Result<Self> {
+        let st = train::session::initial_state(net, sig, seed).map_err(|e| anyhow!("{e}"))?;
+        let mut rng = train::rng::Rng::derived(seed, 0xBE7C);
+        // Small enough that repeated steps on one random batch stay finite
+        // (the default lr 0.1 drives BN-free cifar8 to NaN in two steps), and
+        // NaN arithmetic is not a representative step.
+        let lr = BENCH_LR.min(train::schedule::default_lr(opt));
+        let (bc1, bc2) = train::schedule::bias_corrections(1);
+        let (mut th, mut mm, mut vv) = (st.params.into_iter(), st.m.into_iter(), st.v.into_iter());
+        let mut rm = st.running.iter().map(|p| p.0.clone());
+        let mut rv = st.running.iter().map(|p| p.1.clone());
+        let mut inputs = Vec::with_capacity(sig.inputs.len());
+        for s in &sig.inputs {
+            let n = s.ty.num_elements() as usize;
+            let missing = || anyhow!("the signature's slot `{}` has no initial value", s.name);
+            let data = match s.kind {
+                SlotKind::Images => (0..n).map(|_| rng.normal() as f32).collect(),
+                SlotKind::Param => th.next().ok_or_else(missing)?,
+                SlotKind::M => mm.next().ok_or_else(missing)?,
+                SlotKind::V => vv.next().ok_or_else(missing)?,
+                SlotKind::Lr => vec![lr as f32],
+                SlotKind::Bc1 => vec![bc1 as f32],
+                SlotKind::Bc2 => vec![bc2 as f32],
+                SlotKind::RunningMean => rm.next().ok_or_else(missing)?,
+                SlotKind::RunningVar => rv.next().ok_or_else(missing)?,
+                SlotKind::OneHot => {
+                    let classes = s.ty.shape[1] as usize;
+                    let mut d = vec![0f32; n];
+                    for row in d.chunks_mut(classes) {
+                        row[rng.below(classes as u64) as usize] = 1.0;
+                    }
+                    d
+                }
+                other => bail!("unexpected step input slot {other:?} (`{}`)", s.name),
+            };
+            if data.len() != n {
+                bail!("slot `{}`: {} values for {}", s.name, data.len(), s.ty);
+            }
+            inputs.push(Some(f32_value(&s.ty.shape, data)));
+        }
+        let mut carried = Vec::new();
+        for (i, s) in sig.inputs.iter().enumerate() {
+            if matches!(s.kind, SlotKind::Param | SlotKind::M | SlotKind::V) {
+                let o = sig
+                    .outputs
+                    .iter()
+                    .position(|t| t.kind == s.kind && t.name == s.name)
+                    .ok_or_else(|| anyhow!("no output slot for the carried input `{}`", s.name))?;
+                carried.push((i, o));
+            }
+        }
+        let loss_at = *sig
+            .output_positions(SlotKind::Loss)
+            .first()
+            .ok_or_else(|| anyhow!("the step has no loss output"))?;
+        Ok(StepState {
+            inputs,
+            carried,
+            loss_at,
+        })
+    }
+
+    /// The next step's inputs: the carried slots moved out, the rest cloned.
+    fn take_inputs(&mut self) -> Vec<Value<f32>> {
+        let mut out = Vec::with_capacity(self.inputs.len());
+        for (i, slot) in self.inputs.iter_mut().enumerate() {
+            let v = if self.carried.iter().any(|&(c, _)| c == i) {
+                slot.take()
+            } else {
+                slot.clone()
+            };
+            out.push(v.expect("carried slot refilled after every step"));
+        }
+        out
+    }
+
+    /// Feeds θ', m', v' back; returns the step's loss.
+    fn absorb(&mut self, mut outputs: Vec<Value<f32>>) -> Result<f64> {
+        let loss = outputs
+            .get(self.loss_at)
+            .and_then(|v| v.as_float())
+            .and_then(|t| t.data.first().copied())
+            .ok_or_else(|| anyhow!("the step returned no scalar loss"))? as f64;
+        for &(i, o) in &self.carried {
+            let v = std::mem::replace(
+                outputs
+                    .get_mut(o)
+                    .ok_or_else(|| anyhow!("the step returned too few outputs"))?,
+                Value::Float(Tensor::new(vec![0], vec![]), ElemType::F32),
+            );
+            self.inputs[i] = Some(v);
+        }
+        Ok(loss)
+    }
+}
+
+/// Peak resident set size of this process in KiB (VmHWM), or why it is unknown.
+fn peak_rss_kib() -> Result<u64, String> {
+    let status = std::fs::read_to_string("/proc/self/status")
+        .map_err(|e| format!("/proc/self/status unreadable ({e})"))?;
+    let line = status
+        .lines()
+        .find(|l| l.starts_with("VmHWM:"))
+        .ok_or("no VmHWM line in /proc/self/status")?;
+    line.trim_start_matches("VmHWM:")
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .map_err(|e| format!("VmHWM unparsable ({e}): {line}"))
+}
+
+fn median(sorted: &[f64]) -> f64 {
+    let n = sorted.len();
+    if n % 2 == 1 {
+        sorted[n / 2]
+    } else {
+        0.5 * (sorted[n / 2 - 1] + sorted[n / 2])
+    }
+}
+
+/// Runs `n` steps, returning each one's wall time in ms and the last loss.
+fn run_steps(
+    runner: &mut StepRunner,
+    state: &mut StepState,
+    n: usize,
+    label: &str,
+) -> Result<(Vec<f64>, f64)> {
+    let mut times = Vec::with_capacity(n);
+    let mut loss = f64::NAN;
+    let started = Instant::now();
+    for i in 0..n {
+        let inputs = state.take_inputs();
+        let t0 = Instant::now();
+        let outputs = runner.run_step(inputs)?;
+        let ms = t0.elapsed().as_secs_f64() * 1e3;
+        loss = state.absorb(outputs)?;
+        times.push(ms);
+        // A line per step once the phase runs long enough to look stuck.
+        if started.elapsed().as_secs_f64() > 2.0 {
+            eprintln!("  {label} {}/{n}: {ms:.1} ms", i + 1);
+        }
+    }
+    Ok((times, loss))
+}
+
+fn bench_step(a: &StepArgs) -> Result<()> {
+    if a.batch < 1 {
+        bail!("--batch must be at least 1, got {}", a.batch);
+    }
+    if a.iters < 1 {
+        bail!("--iters must be at least 1");
+    }
+    let opt = Optimizer::parse(&a.optimizer).ok_or_else(|| {
+        let known: Vec<&str> = Optimizer::ALL.iter().map(|o| o.name()).collect();
+        anyhow!(
+            "unknown optimizer `{}` (known: {})",
+            a.optimizer,
+            known.join(", ")
+        )
+    })?;
+    let kind = pick_executor(a);
+    let net = layers::net::resolve(&a.net).map_err(|e| anyhow!("{e}"))?;
+    let t0 = Instant::now();
+    let module = render_train_step(&net, a.batch, opt, a.bf16)
+        .map_err(|e| anyhow!("{}: rendering the step: {e}", net.name))?;
+    let sig = step_signature(&net, a.batch, opt).map_err(|e| anyhow!("{}: {e}", net.name))?;
+    let render_ms = t0.elapsed().as_secs_f64() * 1e3;
+    let flops = step_flops(&module, &sig.func)?;
+    let mut state = StepState::new(&net, &sig, opt, a.seed)?;
+    let t0 = Instant::now();
+    let mut runner = StepRunner::new(kind, &module, &sig.func)?;
+    let prepare_ms = t0.elapsed().as_secs_f64() * 1e3;
+    if a.profile && !runner.can_profile() {
+        bail!(
+            "--profile needs per-op timings, which only the compiled executor records \
+             (den::exec::Plan; {} does not)",
+            kind.name()
+        );
+    }
+    eprintln!(
+        "bench: {} {} step at batch {} on {}: {} warm-up + {} timed steps",
+        net.name,
+        opt.name(),
+        a.batch,
+        kind.name(),
+        a.warmup,
+        a.iters
+    );
+    let (_, first_loss) = if a.warmup > 0 {
+        run_steps(&mut runner, &mut state, a.warmup, "warm-up")?
+    } else {
+        (Vec::new(), f64::NAN)
+    };
+    let (times, last_loss) = run_steps(&mut runner, &mut state, a.iters, "timed")?;
+    let mut sorted = times.clone();
+    sorted.sort_by(f64::total_cmp);
+    let (med, min, max) = (median(&sorted), sorted[0], sorted[sorted.len() - 1]);
+
+    let mut profile_rows = Vec::new();
+    let mut profile_ms = 0.0;
+    if a.profile {
+        runner.set_profile(true);
+        let (ptimes, _) = run_steps(&mut runner, &mut state, a.iters, "profiled")?;
+        runner.set_profile(false);
+        profile_ms = ptimes.iter().sum::<f64>() / ptimes.len() as f64;
+        profile_rows = runner.profile();
+        profile_rows.sort_by_key(|r| std::cmp::Reverse(r.nanos));
+    }
+    let rss = peak_rss_kib();
+    let gflops = flops as f64 / (med * 1e-3) / 1e9;
+    if !last_loss.is_finite() {
+        eprintln!(
+            "warning: the loss became {last_loss} during the run; timings of non-finite \
+             arithmetic may not be representative"
+        );
+    }
+
+    let steps = a.iters as f64;
+    if a.json {
+        let profile: Vec<serde_json::Value> = profile_rows
+            .iter()
+            .map(|r| {
+                serde_json::json!({
+                    "op": r.op,
+                    "calls": r.calls,
+                    "ms_per_step": r.nanos as f64 / 1e6 / steps,
+                    "flops_per_step": r.flops as f64 / steps,
+                })
+            })
+            .collect();
+        let j = serde_json::json!({
+            "net": net.name,
+            "batch": a.batch,
+            "optimizer": opt.name(),
+            "bf16": a.bf16,
+            "executor": kind.name(),
+            "executor_summary": runner.summary(),
+            "warmup": a.warmup,
+            "iters": a.iters,
+            "ms": { "median": med, "min": min, "max": max, "all": times },
+            "flops_per_step": flops,
+            "gflops_per_s": gflops,
+            "peak_rss_kib": rss.as_ref().ok(),
+            "peak_rss_unavailable": rss.as_ref().err(),
+            "render_ms": render_ms,
+            "prepare_ms": prepare_ms,
+            "loss": { "after_warmup": first_loss, "last": last_loss },
+            "profile": if a.profile { Some(profile) } else { None },
+            "profile_ms_per_step": if a.profile { Some(profile_ms) } else { None },
+        });
+        println!("{}", serde_json::to_string_pretty(&j)?);
+        return Ok(());
+    }
+
+    println!(
+        "{} {} train step, batch {}{}, on {}",
+        net.name,
+        opt.name(),
+        a.batch,
+        if a.bf16 { " (bf16 conv/dot)" } else { "" },
+        kind.describe()
+    );
+    println!(
+        "  ms/step   median {med:.2}   min {min:.2}   max {max:.2}   ({} timed after {} warm-up)",
+        a.iters, a.warmup
+    );
+    println!(
+        "  work      {:.3} GFLOP/step (convolution + dot_general, real taps)  →  {gflops:.2} GFLOP/s at the median",
+        flops as f64 / 1e9
+    );
+    if let Some(sum) = runner.summary() {
+        println!("  executor  {sum}");
+    }
+    match &rss {
+        Ok(kib) => println!(
+            "  peak RSS  {:.1} MiB (VmHWM, whole process)",
+            *kib as f64 / 1024.0
+        ),
+        Err(why) => println!("  peak RSS  unavailable: {why}"),
+    }
+    println!(
+        "  setup     render {render_ms:.0} ms, executor preparation {prepare_ms:.0} ms; loss {first_loss:.4} → {last_loss:.4}"
+    );
+    if a.profile {
+        print_profile(&profile_rows, steps, profile_ms);
+    }
+    Ok(())
+}
+
+fn print_profile(rows: &[den::exec::OpTime], steps: f64, step_ms: f64) {
+    let total_ms: f64 = rows.iter().map(|r| r.nanos as f64 / 1e6).sum::<f64>() / steps;
+    println!(
+        "  per-op profile ({} profiled steps, {step_ms:.2} ms/step wall, {total_ms:.2} ms in ops; GFLOP/s from the plan's own FLOP count):",
+        steps as u64
+    );
+    println!(
+        "    {:<36} {:>8} {:>10} {:>7} {:>9}",
+        "op", "calls", "ms/step", "%", "GFLOP/s"
+    );
+    for r in rows.iter().take(15) {
+        let ms = r.nanos as f64 / 1e6 / steps;
+        let gf = if r.flops > 0 && r.nanos > 0 {
+            format!("{:.2}", r.flops as f64 / r.nanos as f64)
+        } else {
+            "-".into()
+        };
+        println!(
+            "    {:<36} {:>8} {:>10.3} {:>6.1}% {:>9}",
+            r.op,
+            r.calls,
+            ms,
+            100.0 * ms / step_ms.max(f64::MIN_POSITIVE),
+            gf
+        );
+    }
+    if rows.len() > 15 {
+        let rest: f64 = rows[15..].iter().map(|r| r.nanos as f64).sum::<f64>() / 1e6 / steps;
+        println!(
+            "    {:<36} {:>8} {:>10.3} {:>6.1}%",
+            format!("({} more)", rows.len() - 15),
+            "",
+            rest,
+            100.0 * rest / step_ms.max(f64::MIN_POSITIVE)
+        );
+    }
+}
+
+// ---------------------------------------------------------------- bench gemm
+
+fn bench_gemm(a: &GemmArgs) -> Result<()> {
+    let n = a.n;
+    if n == 0 || a.reps == 0 {
+        bail!("--n and --reps must be at least 1");
+    }
+    let mut rng = train::rng::Rng::derived(0, 0x6E44);
+    let x: Vec<f32> = (0..n * n).map(|_| rng.normal() as f32).collect();
+    let y: Vec<f32> = (0..n * n).map(|_| rng.normal() as f32).collect();
+    let mut z = vec![0f32; n * n];
+    let gemm = |z: &mut [f32]| {
+        let k = n as isize;
+        // SAFETY: x, y, z are n×n row-major and live for the call; z does not alias.
+        unsafe {
+            matrixmultiply::sgemm(
+                n,
+                n,
+                n,
+                1.0,
+                x.as_ptr(),
+                k,
+                1,
+                y.as_ptr(),
+                k,
+                1,
+                0.0,
+                z.as_mut_ptr(),
+                k,
+                1,
+            );
+        }
+    };
+    gemm(&mut z);
+    let mut gf = Vec::with_capacity(a.reps);
+    for _ in 0..a.reps {
+        let t0 = Instant::now();
+        gemm(&mut z);
+        gf.push(2.0 * (n as f64).powi(3) / t0.elapsed().as_secs_f64() / 1e9);
+    }
+    // A check that the product was computed at all: one entry against a dot product.
+    let (i, j) = (n / 3, n / 2);
+    let want: f64 = (0..n)
+        .map(|k| x[i * n + k] as f64 * y[k * n + j] as f64)
+        .sum();
+    let got = z[i * n + j] as f64;
+    if (got - want).abs() > 1e-3 * (1.0 + want.abs()) {
+        bail!("sgemm returned a wrong product: C[{i},{j}] = {got}, expected {want}");
+    }
+    let mut sorted = gf.clone();
+    sorted.sort_by(f64::total_cmp);
+    let threads = std::env::var("MATMUL_NUM_THREADS")
+        .ok()
+        .filter(|s| !s.is_empty());
+    let thread_note = match &threads {
+        Some(t) => format!("MATMUL_NUM_THREADS={t}"),
+        None => "MATMUL_NUM_THREADS unset: one thread per physical core".to_string(),
+    };
+    if a.json {
+        let j = serde_json::json!({
+            "n": n,
+            "reps": a.reps,
+            "gflops_per_s": { "best": sorted[sorted.len() - 1], "median": median(&sorted), "all": gf },
+            "threads": threads,
+        });
+        println!("{}", serde_json::to_string_pretty(&j)?);
+        return Ok(());
+    }
+    println!(
+        "sgemm {n}³ (matrixmultiply, {thread_note}): best {:.1} GFLOP/s, median {:.1} GFLOP/s over {} runs",
+        sorted[sorted.len() - 1],
+        median(&sorted),
+        a.reps
+    );
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ir::{ConvAttrs, DotDims, FuncBuilder, Visibility};
+
+    /// One conv (NCHW 2×3×8×8, OIHW 4×3×3×3, stride 1, pad 1) and one matmul
+    /// [5,7]·[7,6]: FLOPs counted by hand.
+    #[test]
+    fn step_flops_counts_a_conv_and_a_dot_by_hand() {
+        let mut b = FuncBuilder::new("f", Visibility::Public);
+        let x = b.param(TensorType::f32(vec![2, 3, 8, 8]));
+        let w = b.param(TensorType::f32(vec![4, 3, 3, 3]));
+        let p = b.param(TensorType::f32(vec![5, 7]));
+        let q = b.param(TensorType::f32(vec![7, 6]));
+        let mut attrs = ConvAttrs::plain2d();
+        attrs.padding = vec![(1, 1), (1, 1)];
+        let y = b.push1(OpKind::Convolution(attrs), &[x, w], None).unwrap();
+        let dims = DotDims {
+            lhs_contracting: vec![1],
+            rhs_contracting: vec![0],
+            ..Default::default()
+        };
+        let z = b
+            .push1(
+                OpKind::DotGeneral {
+                    dims,
+                    precision_config: None,
+                },
+                &[p, q],
+                None,
+            )
+            .unwrap();
+        let f = b.finish(&[y, z]).unwrap();
+        let m = Module {
+            funcs: vec![f],
+            ..Default::default()
+        };
+        // Per spatial dim of size 8 with a 3-tap kernel and pad 1, the real
+        // (output, tap) pairs are 3·8 − 2 = 22 (each border loses one tap).
+        let conv = 2 * 2 * 4 * 3 * 22 * 22;
+        let dot = 2 * 5 * 6 * 7;
+        assert_eq!(step_flops(&m, "f").unwrap(), conv + dot);
+        assert!(step_flops(&m, "g").is_err());
+    }
+
+    /// lhs_dilation 2 (a stride-2 conv's input gradient): the holes are not
+    /// counted. Input 1×1×3×3 dilated to 5×5, kernel 1×1×3×3, pad 2 → 7×7 output;
+    /// per dim each of the 3 real inputs meets all 3 taps once: 9 pairs.
+    #[test]
+    fn step_flops_skips_dilation_holes() {
+        let mut b = FuncBuilder::new("f", Visibility::Public);
+        let x = b.param(TensorType::f32(vec![1, 1, 3, 3]));
+        let w = b.param(TensorType::f32(vec![1, 1, 3, 3]));
+        let mut attrs = ConvAttrs::plain2d();
+        attrs.padding = vec![(2, 2), (2, 2)];
+        attrs.lhs_dilation = vec![2, 2];
+        let y = b.push1(OpKind::Convolution(attrs), &[x, w], None).unwrap();
+        assert_eq!(b.ty(y).shape, vec![1, 1, 7, 7]);
+        let f = b.finish(&[y]).unwrap();
+        let m = Module {
+            funcs: vec![f],
+            ..Default::default()
+        };
+        assert_eq!(step_flops(&m, "f").unwrap(), 2 * 9 * 9);
+    }
+}

@@ -1,0 +1,185 @@
+//! Times one cifar8-bbn SGD train step on the generic evaluator with the fast
+//! kernels (`eval_func::<f32>`, fast: true) and on the compiled plan
+//! (`den::exec::Plan`), median of N runs after warm-up, and prints the plan's
+//! profile.
+//!
+//! `cargo run --release -p den --example step_bench -- [--batch 32,128]
+//! [--reps N] [--no-generic] [--serial] [--net NAME] [--optimizer sgd|nesterov|adamw]
+//! [--steps N]` (`--steps N` also lists the N slowest steps of the plan)
+
+use den::exec::Plan;
+use den::{eval_func, EvalOptions, Tensor, Value};
+use layers::trainstep::{render_train_step_parts, Optimizer, SlotKind, StepSignature};
+use std::time::Instant;
+
+/// Deterministic inputs of a train step: images and parameters in
+/// [-0.5, 0.5), second moments small and positive, one-hot labels.
+fn step_inputs(sig: &StepSignature, seed: u64) -> Vec<Value<f32>> {
+    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut next = move || {
+        s ^= s >> 12;
+        s ^= s << 25;
+        s ^= s >> 27;
+        ((s.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 40) as f32) / (1u64 << 24) as f32
+    };
+    sig.inputs
+        .iter()
+        .map(|slot| {
+            let shape: Vec<usize> = slot.ty.shape.iter().map(|&d| d as usize).collect();
+            let n: usize = shape.iter().product();
+            let data: Vec<f32> = match slot.kind {
+                SlotKind::Lr => vec![0.01; n],
+                SlotKind::Bc1 => vec![0.9; n],
+                SlotKind::Bc2 => vec![0.99; n],
+                SlotKind::V | SlotKind::RunningVar => (0..n).map(|_| 0.01 + next() * 0.1).collect(),
+                SlotKind::OneHot => {
+                    let classes = *shape.last().unwrap_or(&1);
+                    let mut d = vec![0.0; n];
+                    for r in 0..n / classes.max(1) {
+                        d[r * classes + (next() * classes as f32) as usize % classes] = 1.0;
+                    }
+                    d
+                }
+                _ => (0..n).map(|_| next() - 0.5).collect(),
+            };
+            Value::Float(Tensor::new(shape, data), slot.ty.elem)
+        })
+        .collect()
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let opt_val = |name: &str| {
+        args.iter()
+            .position(|a| a == name)
+            .and_then(|i| args.get(i + 1).cloned())
+    };
+    let batches: Vec<i64> = opt_val("--batch")
+        .unwrap_or_else(|| "32,128".into())
+        .split(',')
+        .map(|b| b.parse().expect("--batch takes integers, e.g. 32,128"))
+        .collect();
+    let reps: usize = opt_val("--reps").map_or(10, |r| r.parse().expect("--reps N"));
+    let net_name = opt_val("--net").unwrap_or_else(|| "cifar8-bbn".into());
+    let opt = Optimizer::parse(&opt_val("--optimizer").unwrap_or_else(|| "sgd".into()))
+        .expect("--optimizer sgd|nesterov|adamw");
+    let generic = !args.iter().any(|a| a == "--no-generic");
+    let serial = args.iter().any(|a| a == "--serial");
+    let steps_top: usize = opt_val("--steps").map_or(0, |n| n.parse().expect("--steps N"));
+    let net = layers::net::by_name(&net_name).expect("a built-in net name");
+
+    for b in batches {
+        let r = render_train_step_parts(&net, b, opt, false).expect("render");
+        let func = r.signature.func.clone();
+        let inputs = step_inputs(&r.signature, 7);
+        println!("== {net_name} {} step, batch {b} ==", opt.name());
+
+        let t = Instant::now();
+        let mut plan = Plan::compile(&r.module, &func).expect("compile");
+        plan.set_parallel(!serial);
+        println!(
+            "plan: {} (compiled in {:.1} ms)",
+            plan.summary(),
+            t.elapsed().as_secs_f64() * 1e3
+        );
+
+        for _ in 0..2 {
+            plan.run(inputs.clone()).expect("plan run");
+        }
+        let mut times = Vec::new();
+        for _ in 0..reps {
+            let x = inputs.clone();
+            let t = Instant::now();
+            plan.run(x).expect("plan run");
+            times.push(t.elapsed().as_secs_f64() * 1e3);
+        }
+        let plan_ms = median(times.clone());
+        println!(
+            "plan:    median {plan_ms:.1} ms  (min {:.1}, max {:.1}, {reps} runs)",
+            times.iter().cloned().fold(f64::INFINITY, f64::min),
+            times.iter().cloned().fold(0.0, f64::max)
+        );
+
+        if generic {
+            let opts = EvalOptions {
+                fast: true,
+                record_margins: false,
+                replicas: 1,
+            };
+            eval_func(&r.module, &func, inputs.clone(), &opts).expect("eval");
+            let n = reps.clamp(1, 3);
+            let mut g = Vec::new();
+            for _ in 0..n {
+                let x = inputs.clone();
+                let t = Instant::now();
+                eval_func(&r.module, &func, x, &opts).expect("eval");
+                g.push(t.elapsed().as_secs_f64() * 1e3);
+            }
+            let gm = median(g);
+            println!(
+                "eval_func fast: median {gm:.1} ms ({n} runs); plan speed-up {:.2}x",
+                gm / plan_ms
+            );
+        }
+
+        plan.set_profile(true);
+        plan.reset_profile();
+        for _ in 0..reps {
+            plan.run(inputs.clone()).expect("plan run");
+        }
+        let prof = plan.profile();
+        let total: u64 = prof.iter().map(|p| p.nanos).sum();
+        println!("profile ({reps} runs, per step):");
+        println!(
+            "  {:<34} {:>7} {:>9} {:>6} {:>9}",
+            "op", "calls", "ms", "%", "GFLOP/s"
+        );
+        for p in &prof {
+            let ms = p.nanos as f64 / 1e6 / reps as f64;
+            let gf = if p.nanos > 0 {
+                p.flops as f64 / p.nanos as f64
+            } else {
+                0.0
+            };
+            println!(
+                "  {:<34} {:>7} {:>9.2} {:>6.1} {:>9.2}",
+                p.op,
+                p.calls / reps as u64,
+                ms,
+                100.0 * p.nanos as f64 / total.max(1) as f64,
+                gf
+            );
+        }
+        if steps_top > 0 {
+            let mut st = plan.step_profile();
+            st.sort_by_key(|s| std::cmp::Reverse(s.nanos));
+            println!("slowest steps (per step): op, line, elements, fused ops, inputs, ms, GB/s");
+            for s in st.iter().take(steps_top) {
+                let ms = s.nanos as f64 / 1e6 / reps as f64;
+                // Bytes a memory-bound loop must move: each input once, the output once.
+                let gbs = (s.inputs + 1) as f64 * s.elements as f64 * 4.0 / (ms * 1e6);
+                println!(
+                    "  {:<22} {:>6} {:>9} {:>4} {:>3} {:>8.2} {:>6.1}",
+                    s.op,
+                    s.line.map_or("-".into(), |l| l.to_string()),
+                    s.elements,
+                    s.ops,
+                    s.inputs,
+                    ms,
+                    gbs
+                );
+            }
+        }
+        println!(
+            "  {:<34} {:>7} {:>9.2}",
+            "total (timed steps)",
+            "",
+            total as f64 / 1e6 / reps as f64
+        );
+    }
+}

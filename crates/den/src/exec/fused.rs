@@ -1,0 +1,617 @@
+//! Fused elementwise loops of the f32 plan: a small register program (loads,
+//! strided views, splats, elementwise ops, rounding) evaluated chunk by chunk,
+//! so a chain of elementwise ops reads its inputs once and writes one output
+//! (or accumulates into a reduction) without materialising intermediates.
+//!
+//! Every op computes exactly what the generic evaluator computes for `f32`
+//! (the non-rational functions go through the same [`Scalar`] methods, so they
+//! are bit-identical); only fused add-reductions sum in a different order.
+
+use crate::scalar::Scalar;
+use ir::{BinaryOp, CompareDirection, ElemType, UnaryOp};
+use rayon::prelude::*;
+
+/// Elements per register: large enough to amortise the per-node dispatch,
+/// small enough that a program's registers stay in L2.
+pub(crate) const CHUNK: usize = 512;
+
+/// Loops shorter than this run on one thread (the split costs more than it saves).
+const PAR_MIN: usize = 1 << 15;
+
+/// An affine read: output multi-index `i` reads source offset
+/// `base + Σ i[d]·strides[d]`. Transpose, reverse and broadcast_in_dim are
+/// views; composing them only changes strides and base.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct ViewSpec {
+    pub shape: Vec<usize>,
+    pub strides: Vec<isize>,
+    pub base: isize,
+}
+
+impl ViewSpec {
+    /// The identity view of a row-major buffer of `shape`.
+    pub fn identity(shape: &[usize]) -> Self {
+        ViewSpec {
+            shape: shape.to_vec(),
+            strides: crate::tensor::row_major_strides(shape)
+                .into_iter()
+                .map(|s| s as isize)
+                .collect(),
+            base: 0,
+        }
+    }
+
+    /// Merged form: size-1 dimensions dropped, adjacent dimensions that walk
+    /// the source contiguously fused into one, innermost last.
+    pub fn merged(&self) -> Merged {
+        let mut dims: Vec<(usize, isize)> = Vec::new();
+        for (&n, &s) in self.shape.iter().zip(&self.strides).rev() {
+            if n == 1 {
+                continue;
+            }
+            match dims.last_mut() {
+                Some((ni, si)) if s == *si * *ni as isize => *ni *= n,
+                _ => dims.push((n, s)),
+            }
+        }
+        dims.reverse();
+        Merged {
+            dims,
+            base: self.base,
+        }
+    }
+}
+
+/// A [`ViewSpec`] in merged form, ready to walk.
+#[derive(Clone, Debug)]
+pub(crate) struct Merged {
+    dims: Vec<(usize, isize)>,
+    base: isize,
+}
+
+impl Merged {
+    /// Calls `run(source offset, stride, output position, length)` for the
+    /// innermost runs covering output positions `start..start + len`.
+    #[inline]
+    fn runs(&self, start: usize, len: usize, mut run: impl FnMut(isize, isize, usize, usize)) {
+        let Some(&(inner, stride)) = self.dims.last() else {
+            run(self.base, 0, 0, len);
+            return;
+        };
+        let rank = self.dims.len();
+        let mut idx = [0usize; 16];
+        let mut big = Vec::new();
+        let idx: &mut [usize] = if rank <= 16 {
+            &mut idx[..rank]
+        } else {
+            big.resize(rank, 0);
+            &mut big
+        };
+        let mut rest = start;
+        for d in (0..rank).rev() {
+            idx[d] = rest % self.dims[d].0;
+            rest /= self.dims[d].0;
+        }
+        let mut done = 0;
+        while done < len {
+            let n = (inner - idx[rank - 1]).min(len - done);
+            let off = self.base
+                + idx
+                    .iter()
+                    .zip(&self.dims)
+                    .map(|(&i, &(_, s))| i as isize * s)
+                    .sum::<isize>();
+            run(off, stride, done, n);
+            done += n;
+            idx[rank - 1] += n;
+            let mut d = rank - 1;
+            while idx[d] == self.dims[d].0 && d > 0 {
+                idx[d] = 0;
+                d -= 1;
+                idx[d] += 1;
+            }
+        }
+    }
+
+    /// `dst[k] = src[offset of output position start + k]`.
+    fn gather(&self, src: &[f32], start: usize, dst: &mut [f32]) {
+        self.runs(start, dst.len(), |off, stride, at, n| {
+            let d = &mut dst[at..at + n];
+            if stride == 0 {
+                d.fill(src[off as usize]);
+            } else if stride == 1 {
+                d.copy_from_slice(&src[off as usize..off as usize + n]);
+            } else {
+                for (k, x) in d.iter_mut().enumerate() {
+                    *x = src[(off + k as isize * stride) as usize];
+                }
+            }
+        });
+    }
+
+    /// `acc[offset of output position start + k] += vals[k]`, in position order.
+    fn accumulate(&self, acc: &mut [f32], start: usize, vals: &[f32]) {
+        self.runs(start, vals.len(), |off, stride, at, n| {
+            let v = &vals[at..at + n];
+            if stride == 0 {
+                acc[off as usize] = sum_run(acc[off as usize], v);
+            } else if stride == 1 {
+                for (a, &x) in acc[off as usize..off as usize + n].iter_mut().zip(v) {
+                    *a += x;
+                }
+            } else {
+                for (k, &x) in v.iter().enumerate() {
+                    acc[(off + k as isize * stride) as usize] += x;
+                }
+            }
+        });
+    }
+}
+
+/// `acc + Σ xs`, eight partial sums for long runs (as the fast reduce kernel).
+fn sum_run(acc: f32, xs: &[f32]) -> f32 {
+    const LANES: usize = 8;
+    if xs.len() < 2 * LANES {
+        return xs.iter().fold(acc, |a, &x| a + x);
+    }
+    let mut lanes = [0f32; LANES];
+    let chunks = xs.chunks_exact(LANES);
+    let tail = chunks.remainder();
+    for c in chunks {
+        for (l, &x) in lanes.iter_mut().zip(c) {
+            *l += x;
+        }
+    }
+    let partial = ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3]))
+        + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
+    tail.iter().fold(acc + partial, |a, &x| a + x)
+}
+
+/// One instruction of a fused program; operands are earlier node indices,
+/// and every node writes its own register.
+#[derive(Clone, Debug)]
+pub(crate) enum Node {
+    /// Input `k`, element for element.
+    Load(usize),
+    /// Input `k` through a view.
+    View(usize, Merged),
+    Splat(f32),
+    Unary(UnaryOp, usize),
+    Binary(BinaryOp, usize, usize),
+    /// 1.0 when the comparison holds, else 0.0; `total` is TOTALORDER.
+    Compare(CompareDirection, bool, usize, usize),
+    /// `select(pred ≠ 0, on_true, on_false)`.
+    Select(usize, usize, usize),
+    /// `clamp(min, x, max)`.
+    Clamp(usize, usize, usize),
+    /// Round to bf16/f16 (a narrower result type, or `convert`).
+    Round(ElemType, usize),
+    /// float → i1 `convert`: `x ≠ 0`.
+    NotZero(usize),
+}
+
+/// A fused program; its value is the last node's register.
+#[derive(Clone, Debug)]
+pub(crate) struct Program {
+    pub nodes: Vec<Node>,
+    /// Test hook: added to every element of the program's value.
+    pub fault: f32,
+}
+
+impl Program {
+    /// Nodes that compute (not loads or splats): the elementwise ops fused.
+    pub fn op_count(&self) -> usize {
+        self.nodes
+            .iter()
+            .filter(|n| !matches!(n, Node::Load(_) | Node::View(..) | Node::Splat(_)))
+            .count()
+    }
+
+    /// Whether input `k` is read other than element for element.
+    pub fn viewed(&self, k: usize) -> bool {
+        self.nodes
+            .iter()
+            .any(|n| matches!(n, Node::View(j, _) if *j == k))
+    }
+
+    /// Evaluates positions `start..start + len` (len ≤ CHUNK) into the
+    /// registers; returns the index of the value register.
+    fn eval_chunk(&self, inputs: &[Input], start: usize, len: usize, regs: &mut [f32]) -> usize {
+        for (j, node) in self.nodes.iter().enumerate() {
+            let (lo, hi) = regs.split_at_mut(j * CHUNK);
+            let out = &mut hi[..len];
+            // Operands that are plain loads are read straight from their
+            // input: copying them into a register would be one more pass.
+            let r = |k: usize| match self.nodes[k] {
+                Node::Load(i) => inputs[i].slice(start, len),
+                _ => &lo[k * CHUNK..k * CHUNK + len],
+            };
+            match node {
+                // Only the value node needs its load in a register.
+                Node::Load(k) if j + 1 == self.nodes.len() => inputs[*k].read(start, out),
+                Node::Load(_) => {}
+                Node::View(k, m) => m.gather(inputs[*k].whole(), start, out),
+                Node::Splat(x) => out.fill(*x),
+                Node::Unary(u, a) => unary(*u, r(*a), out),
+                Node::Binary(b, a, c) => binary(*b, r(*a), r(*c), out),
+                Node::Compare(d, total, a, c) => compare(*d, *total, r(*a), r(*c), out),
+                Node::Select(p, t, f) => {
+                    for (((o, &p), &t), &f) in out.iter_mut().zip(r(*p)).zip(r(*t)).zip(r(*f)) {
+                        *o = choose(p == 0.0, t, f);
+                    }
+                }
+                Node::Clamp(l, x, h) => {
+                    for (((o, &l), &x), &h) in out.iter_mut().zip(r(*l)).zip(r(*x)).zip(r(*h)) {
+                        *o = min_f32(max_f32(x, l), h);
+                    }
+                }
+                Node::Round(e, a) => {
+                    for (o, &x) in out.iter_mut().zip(r(*a)) {
+                        *o = x.round_to(*e);
+                    }
+                }
+                Node::NotZero(a) => {
+                    for (o, &x) in out.iter_mut().zip(r(*a)) {
+                        *o = (x != 0.0) as u8 as f32;
+                    }
+                }
+            }
+        }
+        let last = self.nodes.len() - 1;
+        if self.fault != 0.0 {
+            for x in &mut regs[last * CHUNK..last * CHUNK + len] {
+                *x += self.fault;
+            }
+        }
+        last
+    }
+
+    /// Runs `f` with this thread's register file, grown to fit the program.
+    /// Kept per thread: allocating (and zeroing) it per loop costs a memset
+    /// of the whole file every call, and registers are written before read.
+    fn with_scratch<R>(&self, f: impl FnOnce(&mut [f32]) -> R) -> R {
+        thread_local! {
+            static REGS: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
+        }
+        let need = self.nodes.len() * CHUNK;
+        REGS.with(|r| {
+            let mut regs = r.borrow_mut();
+            if regs.len() < need {
+                regs.resize(need, 0.0);
+            }
+            f(&mut regs[..need])
+        })
+    }
+
+    /// Writes the program's value at positions `0..len` through `out`.
+    ///
+    /// # Safety
+    /// `out` must be valid for `len` writes; an input may alias it only when
+    /// it is read element for element (`Load`), as position `i` is read
+    /// before it is written.
+    pub unsafe fn run(&self, inputs: &[Input], out: *mut f32, len: usize, parallel: bool) {
+        let out = SendPtr(out);
+        let block = |lo: usize, hi: usize| {
+            self.with_scratch(|regs| {
+                let mut s = lo;
+                while s < hi {
+                    let n = CHUNK.min(hi - s);
+                    let v = self.eval_chunk(inputs, s, n, regs);
+                    // SAFETY: positions s..s+n are inside 0..len, disjoint
+                    // between blocks, and every read of them in this chunk is done.
+                    let dst = unsafe { std::slice::from_raw_parts_mut(out.get().add(s), n) };
+                    dst.copy_from_slice(&regs[v * CHUNK..v * CHUNK + n]);
+                    s += n;
+                }
+            })
+        };
+        let blocks = split(len, parallel);
+        if blocks.len() == 1 {
+            block(0, len);
+        } else {
+            blocks.par_iter().for_each(|&(lo, hi)| block(lo, hi));
+        }
+    }
+
+    /// Adds the program's value at positions `0..len` into `acc` through `map`
+    /// (a reduction: reduced dimensions have stride 0).
+    pub fn reduce(
+        &self,
+        inputs: &[Input],
+        map: &Merged,
+        acc: &mut [f32],
+        len: usize,
+        parallel: bool,
+    ) {
+        let block = |lo: usize, hi: usize, acc: &mut [f32]| {
+            self.with_scratch(|regs| {
+                let mut s = lo;
+                while s < hi {
+                    let n = CHUNK.min(hi - s);
+                    let v = self.eval_chunk(inputs, s, n, regs);
+                    map.accumulate(acc, s, &regs[v * CHUNK..v * CHUNK + n]);
+                    s += n;
+                }
+            })
+        };
+        let blocks = split(len, parallel);
+        if blocks.len() == 1 {
+            block(0, len, acc);
+            return;
+        }
+        let partials: Vec<Vec<f32>> = blocks
+            .par_iter()
+            .map(|&(lo, hi)| {
+                let mut a = vec![0.0; acc.len()];
+                block(lo, hi, &mut a);
+                a
+            })
+            .collect();
+        for p in partials {
+            for (a, x) in acc.iter_mut().zip(p) {
+                *a += x;
+            }
+        }
+    }
+}
+
+/// Splits `0..len` into one block per thread (chunk-aligned) when it pays.
+fn split(len: usize, parallel: bool) -> Vec<(usize, usize)> {
+    let threads = rayon::current_num_threads();
+    if !parallel || threads < 2 || len < PAR_MIN {
+        return vec![(0, len)];
+    }
+    let per = len.div_ceil(threads).div_ceil(CHUNK) * CHUNK;
+    (0..len)
+        .step_by(per)
+        .map(|lo| (lo, (lo + per).min(len)))
+        .collect()
+}
+
+#[derive(Clone, Copy)]
+struct SendPtr(*mut f32);
+// SAFETY: blocks write disjoint ranges through the pointer (see `Program::run`).
+unsafe impl Send for SendPtr {}
+unsafe impl Sync for SendPtr {}
+impl SendPtr {
+    fn get(self) -> *mut f32 {
+        self.0
+    }
+}
+
+/// A loop input: a float buffer (possibly the output buffer itself, hence
+/// the raw pointer) or integers read as f32.
+pub(crate) enum Input<'a> {
+    Float(*const f32, usize),
+    Owned(Vec<f32>),
+    Borrowed(&'a [f32]),
+}
+
+// SAFETY: the pointer of `Float` is only read, at positions no block writes
+// concurrently other than the element-for-element alias `Program::run` allows.
+unsafe impl Sync for Input<'_> {}
+
+impl Input<'_> {
+    fn read(&self, start: usize, out: &mut [f32]) {
+        match self {
+            Input::Float(p, len) => {
+                debug_assert!(start + out.len() <= *len);
+                // SAFETY: `p` is valid for `len` reads; this range is read
+                // before the same range of an aliased output is written.
+                let src = unsafe { std::slice::from_raw_parts(p.add(start), out.len()) };
+                out.copy_from_slice(src);
+            }
+            Input::Owned(v) => out.copy_from_slice(&v[start..start + out.len()]),
+            Input::Borrowed(v) => out.copy_from_slice(&v[start..start + out.len()]),
+        }
+    }
+
+    /// Positions `start..start + len`, for reading only.
+    fn slice(&self, start: usize, len: usize) -> &[f32] {
+        match self {
+            Input::Float(p, n) => {
+                debug_assert!(start + len <= *n);
+                // SAFETY: `p` is valid for `n` reads; an aliased output range
+                // is written only after the chunk's last read of it.
+                unsafe { std::slice::from_raw_parts(p.add(start), len) }
+            }
+            Input::Owned(v) => &v[start..start + len],
+            Input::Borrowed(v) => &v[start..start + len],
+        }
+    }
+
+    fn whole(&self) -> &[f32] {
+        match self {
+            // SAFETY: viewed inputs never alias the output (`Program::viewed`).
+            Input::Float(p, len) => unsafe { std::slice::from_raw_parts(*p, *len) },
+            Input::Owned(v) => v,
+            Input::Borrowed(v) => v,
+        }
+    }
+}
+
+/// `b` where `pick_b`, else `a`, as a bit mask: no branch, so data-dependent
+/// choices (ReLU, max-pool) cost no mispredictions and loops vectorise.
+#[inline(always)]
+fn choose(pick_b: bool, a: f32, b: f32) -> f32 {
+    let m = (pick_b as u32).wrapping_neg();
+    f32::from_bits((b.to_bits() & m) | (a.to_bits() & !m))
+}
+
+/// StableHLO `maximum` as the generic evaluator has it: NaN wins (the first
+/// one), `+0` beats `-0`. Branch-free: `b` when it is greater, when only
+/// `b` is NaN, or when the two are equal and `a` is negative (`-0` vs `+0`).
+#[inline(always)]
+pub(crate) fn max_f32(a: f32, b: f32) -> f32 {
+    let pick_b = (b > a) | (!a.is_nan() & b.is_nan()) | ((a == b) & a.is_sign_negative());
+    choose(pick_b, a, b)
+}
+
+/// StableHLO `minimum`: NaN wins (the first one), `-0` beats `+0`.
+#[inline(always)]
+pub(crate) fn min_f32(a: f32, b: f32) -> f32 {
+    let pick_b = (b < a) | (!a.is_nan() & b.is_nan()) | ((a == b) & a.is_sign_positive());
+    choose(pick_b, a, b)
+}
+
+/// `out[i] = f(x[i])`, monomorphised per op so the loop has no indirect call
+/// and can vectorise.
+#[inline(always)]
+fn map1(x: &[f32], out: &mut [f32], f: impl Fn(&f32) -> f32) {
+    for (o, x) in out.iter_mut().zip(x) {
+        *o = f(x);
+    }
+}
+
+/// `out[i] = f(x[i], y[i])`, monomorphised per op.
+#[inline(always)]
+fn map2(x: &[f32], y: &[f32], out: &mut [f32], f: impl Fn(f32, f32) -> f32) {
+    for ((o, &a), &c) in out.iter_mut().zip(x).zip(y) {
+        *o = f(a, c);
+    }
+}
+
+fn unary(u: UnaryOp, x: &[f32], out: &mut [f32]) {
+    match u {
+        UnaryOp::Negate => map1(x, out, |x| -x),
+        UnaryOp::Abs => map1(x, out, |x| x.abs()),
+        UnaryOp::Square => map1(x, out, |x| x * x),
+        UnaryOp::Sqrt => map1(x, out, |x| f32::sqrt(*x)),
+        UnaryOp::Floor => map1(x, out, |x| x.floor()),
+        UnaryOp::Ceil => map1(x, out, |x| x.ceil()),
+        UnaryOp::Sign => map1(x, out, Scalar::sign),
+        UnaryOp::RoundNearestEven => map1(x, out, |x| x.round_ties_even()),
+        UnaryOp::Exponential => map1(x, out, |x| Scalar::exp(x).unwrap_or(f32::NAN)),
+        UnaryOp::ExponentialMinusOne => map1(x, out, |x| Scalar::expm1(x).unwrap_or(f32::NAN)),
+        UnaryOp::Log => map1(x, out, |x| Scalar::log(x).unwrap_or(f32::NAN)),
+        UnaryOp::LogPlusOne => map1(x, out, |x| Scalar::log1p(x).unwrap_or(f32::NAN)),
+        UnaryOp::Rsqrt => map1(x, out, |x| Scalar::rsqrt(x).unwrap_or(f32::NAN)),
+        UnaryOp::Cbrt => map1(x, out, |x| Scalar::cbrt(x).unwrap_or(f32::NAN)),
+        UnaryOp::Tanh => map1(x, out, |x| Scalar::tanh(x).unwrap_or(f32::NAN)),
+        UnaryOp::Logistic => map1(x, out, |x| Scalar::logistic(x).unwrap_or(f32::NAN)),
+        UnaryOp::Sine => map1(x, out, |x| Scalar::sin(x).unwrap_or(f32::NAN)),
+        UnaryOp::Cosine => map1(x, out, |x| Scalar::cos(x).unwrap_or(f32::NAN)),
+        UnaryOp::Erf => map1(x, out, |x| Scalar::erf(x).unwrap_or(f32::NAN)),
+        UnaryOp::Erfc => map1(x, out, |x| 1.0 - Scalar::erf(x).unwrap_or(f32::NAN)),
+        // Rejected when the plan is compiled (integers only).
+        UnaryOp::Not => out.fill(f32::NAN),
+    }
+}
+
+/// Whether a unary op is fused (float operands).
+pub(crate) fn fusable_unary(u: UnaryOp) -> bool {
+    u != UnaryOp::Not
+}
+
+/// Whether a binary op is fused (float operands).
+pub(crate) fn fusable_binary(b: BinaryOp) -> bool {
+    !matches!(b, BinaryOp::And | BinaryOp::Or | BinaryOp::Xor)
+}
+
+fn binary(b: BinaryOp, x: &[f32], y: &[f32], out: &mut [f32]) {
+    match b {
+        BinaryOp::Add => map2(x, y, out, |a, c| a + c),
+        BinaryOp::Subtract => map2(x, y, out, |a, c| a - c),
+        BinaryOp::Multiply => map2(x, y, out, |a, c| a * c),
+        BinaryOp::Divide => map2(x, y, out, |a, c| a / c),
+        BinaryOp::Maximum => map2(x, y, out, max_f32),
+        BinaryOp::Minimum => map2(x, y, out, min_f32),
+        BinaryOp::Remainder => map2(x, y, out, |a, c| Scalar::rem(&a, &c)),
+        BinaryOp::Power => map2(x, y, out, |a, c| Scalar::pow(&a, &c).unwrap_or(f32::NAN)),
+        // Rejected when the plan is compiled (integers only).
+        BinaryOp::And | BinaryOp::Or | BinaryOp::Xor => out.fill(f32::NAN),
+    }
+}
+
+fn compare(d: CompareDirection, total: bool, x: &[f32], y: &[f32], out: &mut [f32]) {
+    use std::cmp::Ordering;
+    if total {
+        for ((o, a), c) in out.iter_mut().zip(x).zip(y) {
+            let ord = a.total_cmp(c);
+            let holds = match d {
+                CompareDirection::Eq => ord == Ordering::Equal,
+                CompareDirection::Ne => ord != Ordering::Equal,
+                CompareDirection::Ge => ord != Ordering::Less,
+                CompareDirection::Gt => ord == Ordering::Greater,
+                CompareDirection::Le => ord != Ordering::Greater,
+                CompareDirection::Lt => ord == Ordering::Less,
+            };
+            *o = holds as u8 as f32;
+        }
+        return;
+    }
+    match d {
+        CompareDirection::Eq => map2(x, y, out, |a, c| (a == c) as u8 as f32),
+        CompareDirection::Ne => map2(x, y, out, |a, c| (a != c) as u8 as f32),
+        CompareDirection::Ge => map2(x, y, out, |a, c| (a >= c) as u8 as f32),
+        CompareDirection::Gt => map2(x, y, out, |a, c| (a > c) as u8 as f32),
+        CompareDirection::Le => map2(x, y, out, |a, c| (a <= c) as u8 as f32),
+        CompareDirection::Lt => map2(x, y, out, |a, c| (a < c) as u8 as f32),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{max_f32, min_f32};
+
+    /// The rules spelled out case by case, as the generic evaluator states them.
+    fn max_ref(a: f32, b: f32) -> f32 {
+        if a.is_nan() {
+            a
+        } else if b.is_nan() {
+            b
+        } else if a > b {
+            a
+        } else if b > a || a.is_sign_negative() {
+            b
+        } else {
+            a
+        }
+    }
+
+    fn min_ref(a: f32, b: f32) -> f32 {
+        if a.is_nan() {
+            a
+        } else if b.is_nan() {
+            b
+        } else if a < b {
+            a
+        } else if b < a || a.is_sign_positive() {
+            b
+        } else {
+            a
+        }
+    }
+
+    #[test]
+    fn branch_free_max_min_keep_nan_and_signed_zero_rules() {
+        let nan_a = f32::from_bits(0x7fc0_0001);
+        let nan_b = f32::from_bits(0xffc0_0002);
+        let vals = [
+            0.0,
+            -0.0,
+            1.0,
+            -1.0,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            f32::MIN_POSITIVE,
+            3.0e38,
+            nan_a,
+            nan_b,
+        ];
+        for &a in &vals {
+            for &b in &vals {
+                assert_eq!(
+                    max_f32(a, b).to_bits(),
+                    max_ref(a, b).to_bits(),
+                    "max({a}, {b})"
+                );
+                assert_eq!(
+                    min_f32(a, b).to_bits(),
+                    min_ref(a, b).to_bits(),
+                    "min({a}, {b})"
+                );
+            }
+        }
+    }
+}

@@ -1,0 +1,541 @@
+//! Implicit-GEMM convolution for the ungrouped forms without lhs dilation (every
+//! convolution of the cifar8 train steps: forward, input-VJP with its reversed
+//! kernel, and the weight-VJP whose "kernel" is the output gradient).
+//!
+//! The convolution is the GEMM `out[(b, p), o] = Σ_(c, t) X[(b, p), (c, t)] ·
+//! V[(c, t), o]` whose left operand is never written down: row `(b, p)` (an
+//! output position) starts at `row_base[(b, p)]` in a zero-padded copy of the
+//! task's input planes (a per-thread buffer, reused, so it stays in cache and
+//! costs no fresh pages), column `(c, t)` (an input feature and kernel offset) adds
+//! `k_offset[(c, t)]`, so `X[r, k] = padded[row_base[r] + k_offset[k]]` for any
+//! strides, window dilation or (negative) padding. `V` is the kernel packed as
+//! `[(c, t)][o]` with the output features padded to whole register tiles.
+//!
+//! A register tile of `MR` rows × `NV` output features is accumulated over the
+//! reduction by broadcasting one input element per row and multiplying it into
+//! one `NV`-vector of `V`; there is no im2col buffer and no packing of the big
+//! operand. On x86-64 with AVX2+FMA the tile loop is compiled for those
+//! features (fused multiply-adds, chosen at run time); elsewhere it is the same
+//! code with separate multiply and add. Either way each output element is summed
+//! in an order fixed by the shape, independent of the thread count.
+//!
+//! Parallel work: groups of whole examples when there are many output
+//! positions; fixed-size slices of the reduction (summed in order) when there
+//! are few positions and a long reduction (the weight-VJP, whose output is the
+//! kernel).
+
+use std::any::TypeId;
+
+use rayon::prelude::*;
+
+use super::float::FastFloat;
+use crate::tensor::row_major_strides;
+
+/// One ungrouped convolution in the internal layout: input `[batch][in_features]
+/// [in_spatial…]`, kernel `[out_features][in_features][kernel_spatial…]` (window
+/// reversal already applied), result `[batch][out_features][out_spatial…]`.
+pub(crate) struct ImplicitConv<'a> {
+    pub batch: usize,
+    pub in_features: usize,
+    pub out_features: usize,
+    pub in_spatial: &'a [usize],
+    pub kernel_spatial: &'a [usize],
+    pub out_spatial: &'a [usize],
+    pub strides: Vec<usize>,
+    pub rhs_dilation: Vec<usize>,
+    pub padding: Vec<(i64, i64)>,
+}
+
+/// Output positions per row-parallel task (rounded up to whole examples).
+const ROWS_PER_TASK: usize = 192;
+/// Shortest reduction slice of the reduction-parallel mode, and the most slices.
+const K_SLICE_MIN: usize = 1024;
+const K_SLICES_MAX: usize = 8;
+/// Bytes of `V` one pass over the row tiles reads: within L1 for the long
+/// reductions of the weight-VJP, within L2 for the short ones of the forward
+/// (one pass over the rows).
+const V_BLOCK_SLICED: usize = 16 * 1024;
+const V_BLOCK_ROWS: usize = 256 * 1024;
+
+/// Floats the tile loop runs on: `f32` and `f64`, with the fused multiply-add
+/// used when the CPU has one.
+pub(crate) trait TileFloat: FastFloat {
+    /// Register tile: rows (broadcast input elements) and output features (vector lanes).
+    const MR: usize;
+    const NV: usize;
+    fn fma(a: Self, b: Self, c: Self) -> Self;
+}
+
+impl TileFloat for f32 {
+    const MR: usize = 6;
+    const NV: usize = 16;
+    #[inline(always)]
+    fn fma(a: Self, b: Self, c: Self) -> Self {
+        a.mul_add(b, c)
+    }
+}
+
+impl TileFloat for f64 {
+    const MR: usize = 6;
+    const NV: usize = 8;
+    #[inline(always)]
+    fn fma(a: Self, b: Self, c: Self) -> Self {
+        a.mul_add(b, c)
+    }
+}
+
+/// `s` as a slice of `U` when `T` is `U` (the kernels are written for the two
+/// concrete [`FastFloat`]s; this is the bridge from the generic callers).
+fn same_type<T: 'static, U: 'static>(s: &[T]) -> Option<&[U]> {
+    (TypeId::of::<T>() == TypeId::of::<U>())
+        // SAFETY: T and U are the same type, so the slice is reinterpreted as itself.
+        .then(|| unsafe { std::slice::from_raw_parts(s.as_ptr().cast::<U>(), s.len()) })
+}
+
+fn same_type_mut<T: 'static, U: 'static>(s: &mut [T]) -> Option<&mut [U]> {
+    (TypeId::of::<T>() == TypeId::of::<U>())
+        // SAFETY: as in `same_type`; the borrow is moved into the result.
+        .then(|| unsafe { std::slice::from_raw_parts_mut(s.as_mut_ptr().cast::<U>(), s.len()) })
+}
+
+impl ImplicitConv<'_> {
+    fn nsp(&self) -> usize {
+        self.in_spatial.len()
+    }
+    fn out_plane(&self) -> usize {
+        self.out_spatial.iter().product()
+    }
+    fn taps(&self) -> usize {
+        self.kernel_spatial.iter().product()
+    }
+    /// Spatial extents of the zero-padded input copy (negative padding crops by
+    /// offsetting the rows instead).
+    fn padded_spatial(&self) -> Vec<usize> {
+        (0..self.nsp())
+            .map(|s| {
+                let (lo, hi) = self.padding[s];
+                self.in_spatial[s] + lo.max(0) as usize + hi.max(0) as usize
+            })
+            .collect()
+    }
+
+    /// The result `[batch][out_features][out_spatial…]`, written into `out`.
+    pub(crate) fn run<T: FastFloat>(&self, lhs: &[T], rhs: &[T], out: &mut [T]) {
+        let p = self.out_plane();
+        assert_eq!(out.len(), self.batch * self.out_features * p);
+        assert_eq!(
+            lhs.len(),
+            self.batch * self.in_features * self.in_spatial.iter().product::<usize>()
+        );
+        assert_eq!(
+            rhs.len(),
+            self.out_features * self.in_features * self.taps()
+        );
+        if out.is_empty() {
+            return;
+        }
+        if let (Some(l), Some(r), Some(o)) = (
+            same_type::<T, f32>(lhs),
+            same_type::<T, f32>(rhs),
+            same_type_mut::<T, f32>(out),
+        ) {
+            self.run_typed::<f32>(l, r, o);
+        } else if let (Some(l), Some(r), Some(o)) = (
+            same_type::<T, f64>(lhs),
+            same_type::<T, f64>(rhs),
+            same_type_mut::<T, f64>(out),
+        ) {
+            self.run_typed::<f64>(l, r, o);
+        } else {
+            unreachable!("FastFloat is implemented for f32 and f64 only");
+        }
+    }
+
+    fn run_typed<U: TileFloat>(&self, lhs: &[U], rhs: &[U], out: &mut [U]) {
+        let nsp = self.nsp();
+        let padded = self.padded_spatial();
+        let plane: usize = padded.iter().product();
+        let pstrides = row_major_strides(&padded);
+        let channels = self.in_features;
+        let taps = self.taps();
+
+        // Offsets of the kernel taps in a padded plane; the reduction runs over
+        // (c, t), the kernel's own memory order.
+        let kstrides = row_major_strides(self.kernel_spatial);
+        let tap_offsets: Vec<usize> = (0..taps)
+            .map(|t| {
+                (0..nsp)
+                    .map(|s| {
+                        ((t / kstrides[s]) % self.kernel_spatial[s])
+                            * self.rhs_dilation[s]
+                            * pstrides[s]
+                    })
+                    .sum()
+            })
+            .collect();
+
+        // Row bases within one padded example: the window origin of each output position.
+        let p = self.out_plane();
+        let ostrides = row_major_strides(self.out_spatial);
+        let origin: Vec<usize> = (0..p)
+            .map(|pf| {
+                (0..nsp)
+                    .map(|s| {
+                        let o = (pf / ostrides[s]) % self.out_spatial[s];
+                        let (lo, _) = self.padding[s];
+                        // padded index of input coordinate o·stride − lo
+                        (o * self.strides[s] + (lo.max(0) - lo) as usize) * pstrides[s]
+                    })
+                    .sum()
+            })
+            .collect();
+        for (s, &extent) in padded.iter().enumerate() {
+            let (lo, _) = self.padding[s];
+            let last = (self.out_spatial[s].max(1) - 1) * self.strides[s]
+                + (lo.max(0) - lo) as usize
+                + (self.kernel_spatial[s].max(1) - 1) * self.rhs_dilation[s];
+            assert!(
+                self.out_spatial[s] == 0 || last < extent,
+                "convolution window reads past the padded input in spatial dimension {s}: \
+                 result shape inconsistent with operands"
+            );
+        }
+
+        let opad = self.out_features.div_ceil(U::NV) * U::NV;
+        let v = pack_kernel(rhs, self.out_features, channels * taps, opad);
+        let o = self.out_features;
+        let copier = PlaneCopier::new(self, &padded);
+
+        // Rows and columns of a task's padded buffer [examples][channels][plane].
+        let rows_for = |examples: usize, chans: usize| {
+            padded_rows(
+                (0..examples).flat_map(|b| origin.iter().map(move |&q| b * chans * plane + q)),
+                U::MR,
+            )
+        };
+        let cols_for = |chans: usize| -> Vec<usize> {
+            (0..chans)
+                .flat_map(|c| tap_offsets.iter().map(move |&t| c * plane + t))
+                .collect()
+        };
+
+        let group = ROWS_PER_TASK.div_ceil(p).max(1);
+        let k_len = channels * taps;
+        if self.batch.div_ceil(group) < 4 && k_len >= 2 * K_SLICE_MIN {
+            // Few outputs, long reduction: slices of whole input features, fixed by
+            // the shape (not the thread count), summed in order.
+            let slice_k = k_len.div_ceil(K_SLICES_MAX).max(K_SLICE_MIN);
+            let chans = slice_k.div_ceil(taps).min(channels);
+            let rows = rows_for(self.batch, chans);
+            let cols = cols_for(chans);
+            let partials: Vec<Vec<U>> = (0..channels.div_ceil(chans))
+                .into_par_iter()
+                .map(|s| {
+                    let (c0, c1) = (s * chans, ((s + 1) * chans).min(channels));
+                    let mut x = Vec::new();
+                    copier.fill(lhs, 0..self.batch, c0..c1, chans, &mut x);
+                    let mut acc = vec![U::ZERO; rows.len() * opad];
+                    let ks = (c1 - c0) * taps;
+                    tiles(
+                        &x,
+                        &rows,
+                        &cols[..ks],
+                        &v[c0 * taps * opad..c1 * taps * opad],
+                        opad,
+                        V_BLOCK_SLICED,
+                        &mut acc,
+                    );
+                    acc
+                })
+                .collect();
+            let mut sum = partials[0].clone();
+            for part in &partials[1..] {
+                for (a, &b) in sum.iter_mut().zip(part) {
+                    *a += b;
+                }
+            }
+            scatter(&sum, opad, o, p, out);
+            return;
+        }
+
+        let rows = rows_for(group.min(self.batch), channels);
+        let cols = cols_for(channels);
+        out.par_chunks_mut(group * o * p).enumerate().for_each_init(
+            || (Vec::new(), Vec::new()),
+            |(x, acc), (task, block)| {
+                let b0 = task * group;
+                let examples = block.len() / (o * p);
+                copier.fill(lhs, b0..b0 + examples, 0..channels, channels, x);
+                // A short last task pads its own rows (the shared list's extra rows
+                // would read the absent next example).
+                let short;
+                let rows = if examples == group.min(self.batch) {
+                    &rows
+                } else {
+                    short = rows_for(examples, channels);
+                    &short
+                };
+                // Every tile is overwritten, so a reused buffer needs no clearing.
+                acc.resize(rows.len() * opad, U::ZERO);
+                tiles(
+                    x,
+                    rows,
+                    &cols,
+                    &v,
+                    opad,
+                    V_BLOCK_ROWS,
+                    &mut acc[..rows.len() * opad],
+                );
+                scatter(acc, opad, o, p, block);
+            },
+        );
+    }
+}
+
+/// Copies input feature planes into zero-padded planes: each plane placed at
+/// offset `max(pad_low, 0)` of a zero plane of the padded extents (negative
+/// padding is applied by the row origins, which skip the cropped elements).
+struct PlaneCopier {
+    in_features: usize,
+    in_plane: usize,
+    plane: usize,
+    row_len: usize,
+    /// Destination offset (within a padded plane) of each input row.
+    row_at: Vec<usize>,
+}
+
+impl PlaneCopier {
+    fn new(conv: &ImplicitConv<'_>, padded: &[usize]) -> Self {
+        let nsp = conv.nsp();
+        let pstrides = row_major_strides(padded);
+        let low: Vec<usize> = conv
+            .padding
+            .iter()
+            .map(|&(lo, _)| lo.max(0) as usize)
+            .collect();
+        let in_plane: usize = conv.in_spatial.iter().product();
+        let row_len = conv.in_spatial[nsp - 1];
+        let row_shape = &conv.in_spatial[..nsp - 1];
+        let row_strides = row_major_strides(row_shape);
+        let row_at = (0..in_plane / row_len.max(1))
+            .map(|r| {
+                low[nsp - 1]
+                    + (0..nsp - 1)
+                        .map(|s| ((r / row_strides[s]) % row_shape[s] + low[s]) * pstrides[s])
+                        .sum::<usize>()
+            })
+            .collect();
+        PlaneCopier {
+            in_features: conv.in_features,
+            in_plane,
+            plane: padded.iter().product(),
+            row_len,
+            row_at,
+        }
+    }
+
+    /// Fills `x` as `[examples][stride_chans][plane]` with the padded planes of
+    /// `examples × chans` (`chans.len() ≤ stride_chans`). A buffer reused for the
+    /// same geometry keeps its zero borders: only the input rows are rewritten.
+    fn fill<U: FastFloat>(
+        &self,
+        lhs: &[U],
+        examples: std::ops::Range<usize>,
+        chans: std::ops::Range<usize>,
+        stride_chans: usize,
+        x: &mut Vec<U>,
+    ) {
+        let len = examples.len() * stride_chans * self.plane;
+        if x.len() < len {
+            x.clear();
+            x.resize(len, U::ZERO);
+        }
+        for (bi, b) in examples.enumerate() {
+            for (ci, c) in chans.clone().enumerate() {
+                let src = &lhs[(b * self.in_features + c) * self.in_plane..][..self.in_plane];
+                let dst = &mut x[(bi * stride_chans + ci) * self.plane..][..self.plane];
+                for (&at, row) in self
+                    .row_at
+                    .iter()
+                    .zip(src.chunks_exact(self.row_len.max(1)))
+                {
+                    dst[at..at + self.row_len].copy_from_slice(row);
+                }
+            }
+        }
+    }
+}
+
+/// The kernel `[o][k]` as `V[k][opad]` (output features padded with zeros).
+fn pack_kernel<U: FastFloat>(rhs: &[U], o: usize, k: usize, opad: usize) -> Vec<U> {
+    let mut v = vec![U::ZERO; k * opad];
+    // Blocks of the reduction keep the written lines of V in cache while every
+    // output feature's row is read.
+    const BLOCK: usize = 256;
+    v.par_chunks_mut(BLOCK * opad)
+        .enumerate()
+        .for_each(|(blk, dst)| {
+            let k0 = blk * BLOCK;
+            let n = dst.len() / opad;
+            for oi in 0..o {
+                let src = &rhs[oi * k + k0..oi * k + k0 + n];
+                for (j, &w) in src.iter().enumerate() {
+                    dst[j * opad + oi] = w;
+                }
+            }
+        });
+    v
+}
+
+/// Row bases padded to whole tiles (extra rows read the first input element and
+/// are discarded).
+fn padded_rows(bases: impl Iterator<Item = usize>, mr: usize) -> Vec<usize> {
+    let mut rows: Vec<usize> = bases.collect();
+    rows.resize(rows.len().div_ceil(mr) * mr, 0);
+    rows
+}
+
+/// `acc[r][o]` (rows `[rows][opad]`) → `out[b][o][p]` for the real rows, in
+/// blocks of positions so the transposed reads stay within a few cache lines.
+fn scatter<U: FastFloat>(acc: &[U], opad: usize, o: usize, p: usize, out: &mut [U]) {
+    const BLOCK: usize = 16;
+    for (b, example) in out.chunks_exact_mut(o * p).enumerate() {
+        let rows = &acc[b * p * opad..(b + 1) * p * opad];
+        for p0 in (0..p).step_by(BLOCK) {
+            let p1 = (p0 + BLOCK).min(p);
+            for oi in 0..o {
+                let dst = &mut example[oi * p + p0..oi * p + p1];
+                for (j, d) in dst.iter_mut().enumerate() {
+                    *d = rows[(p0 + j) * opad + oi];
+                }
+            }
+        }
+    }
+}
+
+/// `acc[r][o] = Σ_k x[rows[r] + k_offset[k]] · v[k][o]` over all tiles, `v`
+/// holding the rows of `k_offset` (`[k][opad]`); `acc`'s previous contents are
+/// overwritten.
+fn tiles<U: TileFloat>(
+    x: &[U],
+    rows: &[usize],
+    k_offset: &[usize],
+    v: &[U],
+    opad: usize,
+    v_block_bytes: usize,
+    acc: &mut [U],
+) {
+    let block = (v_block_bytes / (opad * std::mem::size_of::<U>())).max(16);
+    assert_eq!(rows.len() % U::MR, 0);
+    assert_eq!(opad % U::NV, 0);
+    assert_eq!(v.len(), k_offset.len() * opad);
+    assert_eq!(acc.len(), rows.len() * opad);
+    let max_row = rows.iter().copied().max().unwrap_or(0);
+    let max_k = k_offset.iter().copied().max().unwrap_or(0);
+    assert!(k_offset.is_empty() || max_row + max_k < x.len());
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
+        {
+            // SAFETY: the CPU has AVX2 and FMA; the asserts above are `tiles_with`'s contract.
+            unsafe { tiles_avx2(x, rows, k_offset, v, opad, block, acc) };
+            return;
+        }
+    }
+    // SAFETY: the asserts above are `tiles_with`'s contract.
+    unsafe { tiles_with::<U, false>(x, rows, k_offset, v, opad, block, acc) }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn tiles_avx2<U: TileFloat>(
+    x: &[U],
+    rows: &[usize],
+    k_offset: &[usize],
+    v: &[U],
+    opad: usize,
+    block: usize,
+    acc: &mut [U],
+) {
+    // SAFETY: forwarded contract.
+    unsafe { tiles_with::<U, true>(x, rows, k_offset, v, opad, block, acc) }
+}
+
+/// # Safety
+/// `rows.len()` is a multiple of `MR`, `opad` of `NV`, `v` is `[k_offset.len()][opad]`,
+/// `acc` is `[rows.len()][opad]`, and every `rows[r] + k_offset[k]` indexes `x`.
+#[inline(always)]
+unsafe fn tiles_with<U: TileFloat, const FUSED: bool>(
+    x: &[U],
+    rows: &[usize],
+    k_offset: &[usize],
+    v: &[U],
+    opad: usize,
+    block: usize,
+    acc: &mut [U],
+) {
+    for (kb, ks) in k_offset.chunks(block).enumerate() {
+        let vb = &v[kb * block * opad..];
+        for ot in (0..opad).step_by(U::NV) {
+            for (rt, bases) in rows.chunks_exact(U::MR).enumerate() {
+                let out = &mut acc[rt * U::MR * opad..(rt + 1) * U::MR * opad];
+                // SAFETY: forwarded contract (the tile's bases and this k block).
+                unsafe {
+                    if U::MR == 6 && U::NV == 16 {
+                        tile::<U, 6, 16, FUSED>(x, bases, ks, vb, opad, ot, kb > 0, out);
+                    } else if U::MR == 6 && U::NV == 8 {
+                        tile::<U, 6, 8, FUSED>(x, bases, ks, vb, opad, ot, kb > 0, out);
+                    } else {
+                        unreachable!("tile shape without a kernel");
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// One `MR × NV` register tile: rows `bases`, output features `ot..ot + NV`,
+/// summed over `ks` and stored to `out` (`[MR][opad]`), added to what `out`
+/// holds when `accumulate`.
+///
+/// # Safety
+/// As [`tiles_with`]; `v` holds `ks.len()` rows of `opad`.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn tile<U: TileFloat, const MR: usize, const NV: usize, const FUSED: bool>(
+    x: &[U],
+    bases: &[usize],
+    ks: &[usize],
+    v: &[U],
+    opad: usize,
+    ot: usize,
+    accumulate: bool,
+    out: &mut [U],
+) {
+    let mut a = [[U::ZERO; NV]; MR];
+    if accumulate {
+        for (r, row) in a.iter_mut().enumerate() {
+            row.copy_from_slice(&out[r * opad + ot..r * opad + ot + NV]);
+        }
+    }
+    let xp: [*const U; MR] = std::array::from_fn(|r| unsafe { x.as_ptr().add(bases[r]) });
+    let mut vp = unsafe { v.as_ptr().add(ot) };
+    for &k in ks {
+        // SAFETY: v has a row of opad ≥ ot + NV elements per k; bases[r] + k indexes x.
+        let w: [U; NV] = unsafe { *vp.cast::<[U; NV]>() };
+        for r in 0..MR {
+            let xv = unsafe { *xp[r].add(k) };
+            for l in 0..NV {
+                a[r][l] = if FUSED {
+                    U::fma(xv, w[l], a[r][l])
+                } else {
+                    a[r][l] + xv * w[l]
+                };
+            }
+        }
+        vp = unsafe { vp.add(opad) };
+    }
+    for (r, row) in a.iter().enumerate() {
+        out[r * opad + ot..r * opad + ot + NV].copy_from_slice(row);
+    }
+}

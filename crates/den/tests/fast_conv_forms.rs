@@ -1,0 +1,624 @@
+//! Agreement of `den::fast::convolution` (f32 and f64) with the StableHLO
+//! convolution formula, written out independently here, on the forms a train
+//! step uses: the cifar8 step's own three (forward, input-VJP with a reversed
+//! kernel, weight-VJP on transposed operands — `[b, f, 0, 1] x [o, i, 0, 1] ->
+//! [b, f, 0, 1]`, 3×3, pad 1), and the forms other nets produce (strides,
+//! XLA-SAME and negative pads, lhs dilation 2, window dilation, feature groups
+//! and depthwise, batch groups, permuted dimension numbers), at batch 1/2/3 with
+//! odd and even H ≠ W, at sizes that reach every path of the kernels (partial
+//! register tiles, several output-feature tiles, reduction blocks, reduction
+//! slices).
+//!
+//! Element `i` of the fast result may differ from the formula by at most
+//! `n · (eps_T + eps_f64) · Σ|terms_i|` for `n` accumulated terms (the fast
+//! kernels sum in another order; the formula is summed in f64). Negative
+//! controls show the check rejects a kernel result with one tap dropped and one
+//! with the kernel's spatial axes swapped.
+
+use den::fast;
+use den::Tensor;
+use ir::{ConvAttrs, ConvDims};
+use proptest::prelude::*;
+
+/// Deterministic values in `[-2, 2)` on a 1/64 grid (exact in f32 and f64).
+fn data(len: usize, seed: u64) -> Vec<f64> {
+    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..len)
+        .map(|_| {
+            s ^= s >> 12;
+            s ^= s << 25;
+            s ^= s >> 27;
+            ((s.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 56) as f64 - 128.0) / 64.0
+        })
+        .collect()
+}
+
+/// One 2-D convolution: logical shapes, window attributes and the physical
+/// position of every logical dimension (`[batch, feature, h, w]` for lhs and
+/// result, `[out_feature, in_feature, h, w]` for the kernel).
+#[derive(Clone, Debug)]
+struct Case {
+    batch: usize,
+    in_features: usize,
+    out_features: usize,
+    in_hw: [usize; 2],
+    kernel_hw: [usize; 2],
+    stride: [usize; 2],
+    pad: [(i64, i64); 2],
+    lhs_dilation: [usize; 2],
+    rhs_dilation: [usize; 2],
+    reversal: [bool; 2],
+    feature_groups: usize,
+    batch_groups: usize,
+    lhs_layout: [usize; 4],
+    rhs_layout: [usize; 4],
+    out_layout: [usize; 4],
+}
+
+const NCHW: [usize; 4] = [0, 1, 2, 3];
+
+impl Case {
+    /// NCHW / OIHW, stride 1, no padding or dilation, one group.
+    fn plain(batch: usize, c: usize, o: usize, hw: [usize; 2], k: [usize; 2]) -> Case {
+        Case {
+            batch,
+            in_features: c,
+            out_features: o,
+            in_hw: hw,
+            kernel_hw: k,
+            stride: [1, 1],
+            pad: [(0, 0); 2],
+            lhs_dilation: [1, 1],
+            rhs_dilation: [1, 1],
+            reversal: [false, false],
+            feature_groups: 1,
+            batch_groups: 1,
+            lhs_layout: NCHW,
+            rhs_layout: NCHW,
+            out_layout: NCHW,
+        }
+    }
+    fn pad(mut self, pad: [(i64, i64); 2]) -> Case {
+        self.pad = pad;
+        self
+    }
+    fn stride(mut self, s: [usize; 2]) -> Case {
+        self.stride = s;
+        self
+    }
+
+    /// Output extent along spatial dimension `s` (None when the window does not fit).
+    fn out_len(&self, s: usize) -> Option<usize> {
+        let dilated = (self.in_hw[s] as i64 - 1) * self.lhs_dilation[s] as i64 + 1;
+        let padded = dilated + self.pad[s].0 + self.pad[s].1;
+        let window = (self.kernel_hw[s] as i64 - 1) * self.rhs_dilation[s] as i64 + 1;
+        (self.in_hw[s] > 0 && padded >= window)
+            .then(|| ((padded - window) / self.stride[s] as i64 + 1) as usize)
+    }
+    fn out_hw(&self) -> [usize; 2] {
+        [self.out_len(0).unwrap(), self.out_len(1).unwrap()]
+    }
+    fn valid(&self) -> bool {
+        self.out_len(0).is_some()
+            && self.out_len(1).is_some()
+            && self.in_features.is_multiple_of(self.feature_groups)
+            && self
+                .out_features
+                .is_multiple_of(self.feature_groups * self.batch_groups)
+            && self.batch.is_multiple_of(self.batch_groups)
+            && (self.feature_groups == 1 || self.batch_groups == 1)
+    }
+
+    fn lhs_logical(&self) -> [usize; 4] {
+        [self.batch, self.in_features, self.in_hw[0], self.in_hw[1]]
+    }
+    fn rhs_logical(&self) -> [usize; 4] {
+        let cg = self.in_features / self.feature_groups;
+        [self.out_features, cg, self.kernel_hw[0], self.kernel_hw[1]]
+    }
+    fn out_logical(&self) -> [usize; 4] {
+        let [oh, ow] = self.out_hw();
+        [self.batch / self.batch_groups, self.out_features, oh, ow]
+    }
+
+    fn attrs(&self) -> ConvAttrs {
+        let l = self.lhs_layout.map(|d| d as i64);
+        let r = self.rhs_layout.map(|d| d as i64);
+        let o = self.out_layout.map(|d| d as i64);
+        ConvAttrs {
+            window_strides: self.stride.iter().map(|&s| s as i64).collect(),
+            padding: self.pad.to_vec(),
+            lhs_dilation: self.lhs_dilation.iter().map(|&s| s as i64).collect(),
+            rhs_dilation: self.rhs_dilation.iter().map(|&s| s as i64).collect(),
+            window_reversal: self.reversal.to_vec(),
+            dims: ConvDims {
+                input_batch: l[0],
+                input_feature: l[1],
+                input_spatial: vec![l[2], l[3]],
+                kernel_output_feature: r[0],
+                kernel_input_feature: r[1],
+                kernel_spatial: vec![r[2], r[3]],
+                output_batch: o[0],
+                output_feature: o[1],
+                output_spatial: vec![o[2], o[3]],
+            },
+            feature_group_count: self.feature_groups as i64,
+            batch_group_count: self.batch_groups as i64,
+            precision_config: None,
+        }
+    }
+}
+
+/// Physical shape of a logical shape laid out by `layout` (logical dim j sits at
+/// physical position layout[j]).
+fn physical(logical: [usize; 4], layout: [usize; 4]) -> Vec<usize> {
+    let mut shape = vec![0; 4];
+    for j in 0..4 {
+        shape[layout[j]] = logical[j];
+    }
+    shape
+}
+
+/// Flat physical offset of logical index `idx`.
+fn offset(idx: [usize; 4], logical: [usize; 4], layout: [usize; 4]) -> usize {
+    let shape = physical(logical, layout);
+    let mut pidx = [0; 4];
+    for j in 0..4 {
+        pidx[layout[j]] = idx[j];
+    }
+    pidx.iter().zip(&shape).fold(0, |acc, (&i, &n)| acc * n + i)
+}
+
+/// The formula, in f64, in the result's physical layout: per element its value
+/// and `Σ|terms|`, and the number of terms per element.
+fn formula(case: &Case, lhs: &[f64], rhs: &[f64]) -> (Vec<(f64, f64)>, usize) {
+    let (ll, rl, ol) = (case.lhs_logical(), case.rhs_logical(), case.out_logical());
+    let [out_batch, o_total, oh, ow] = ol;
+    let cg = rl[1];
+    let og_f = o_total / case.feature_groups;
+    let og_b = o_total / case.batch_groups;
+    let mut out = vec![(0.0, 0.0); ol.iter().product()];
+    for b in 0..out_batch {
+        for o in 0..o_total {
+            // Batch group: which block of examples; feature group: which block of features.
+            let example = (o / og_b) * out_batch + b;
+            let first_c = (o / og_f) * cg;
+            for y in 0..oh {
+                for x in 0..ow {
+                    let (mut v, mut a) = (0.0, 0.0);
+                    for ci in 0..cg {
+                        for ky in 0..rl[2] {
+                            for kx in 0..rl[3] {
+                                let pos = [y, x];
+                                let k = [ky, kx];
+                                let mut src = [0usize; 2];
+                                let mut inside = true;
+                                for s in 0..2 {
+                                    let q = (pos[s] * case.stride[s] + k[s] * case.rhs_dilation[s])
+                                        as i64
+                                        - case.pad[s].0;
+                                    let d = case.lhs_dilation[s] as i64;
+                                    if q < 0 || q % d != 0 || q / d >= case.in_hw[s] as i64 {
+                                        inside = false;
+                                    } else {
+                                        src[s] = (q / d) as usize;
+                                    }
+                                }
+                                if !inside {
+                                    continue;
+                                }
+                                let kk = [
+                                    if case.reversal[0] { rl[2] - 1 - ky } else { ky },
+                                    if case.reversal[1] { rl[3] - 1 - kx } else { kx },
+                                ];
+                                let xv = lhs[offset(
+                                    [example, first_c + ci, src[0], src[1]],
+                                    ll,
+                                    case.lhs_layout,
+                                )];
+                                let wv = rhs[offset([o, ci, kk[0], kk[1]], rl, case.rhs_layout)];
+                                v += xv * wv;
+                                a += (xv * wv).abs();
+                            }
+                        }
+                    }
+                    out[offset([b, o, y, x], ol, case.out_layout)] = (v, a);
+                }
+            }
+        }
+    }
+    (out, cg * rl[2] * rl[3])
+}
+
+/// Checks a fast result against the formula within `n · (eps + eps_f64) · Σ|terms|`.
+fn agree(
+    what: &str,
+    fast: &[f64],
+    eps: f64,
+    expected: &[(f64, f64)],
+    terms: usize,
+) -> Result<(), String> {
+    if fast.len() != expected.len() {
+        return Err(format!(
+            "{what}: {} elements, expected {}",
+            fast.len(),
+            expected.len()
+        ));
+    }
+    let n = terms.max(1) as f64;
+    for (i, (&f, &(v, a))) in fast.iter().zip(expected).enumerate() {
+        let bound = n * (eps + f64::EPSILON) * a;
+        if (f - v).is_nan() || (f - v).abs() > bound {
+            return Err(format!(
+                "{what}: element {i}: fast {f} vs formula {v} (|err| {:e} > bound {bound:e})",
+                (f - v).abs()
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Operands of a case (physical layouts), as f64 values exact in f32.
+fn operands(case: &Case, seed: u64) -> (Vec<f64>, Vec<f64>) {
+    let nl: usize = case.lhs_logical().iter().product();
+    let nr: usize = case.rhs_logical().iter().product();
+    (data(nl, seed), data(nr, seed ^ 0x5555))
+}
+
+/// Runs the case through the f32 and f64 fast kernels on the given kernel
+/// values (possibly corrupted) and checks both against the formula on `rhs`.
+fn check_with_kernel(case: &Case, lhs: &[f64], rhs: &[f64], kernel: &[f64]) -> Result<(), String> {
+    let attrs = case.attrs();
+    let lshape = physical(case.lhs_logical(), case.lhs_layout);
+    let rshape = physical(case.rhs_logical(), case.rhs_layout);
+    let oshape = physical(case.out_logical(), case.out_layout);
+    let (expected, terms) = formula(case, lhs, rhs);
+
+    let l32 = Tensor::new(lshape.clone(), lhs.iter().map(|&v| v as f32).collect());
+    let r32 = Tensor::new(rshape.clone(), kernel.iter().map(|&v| v as f32).collect());
+    let out32 = fast::convolution(&l32, &r32, &attrs, &oshape);
+    assert_eq!(out32.shape, oshape);
+    let f32s: Vec<f64> = out32.data.iter().map(|&v| v as f64).collect();
+    agree("f32", &f32s, f32::EPSILON as f64, &expected, terms)?;
+
+    let l64 = Tensor::new(lshape, lhs.to_vec());
+    let r64 = Tensor::new(rshape, kernel.to_vec());
+    let out64 = fast::convolution(&l64, &r64, &attrs, &oshape);
+    agree("f64", &out64.data, f64::EPSILON, &expected, terms)
+}
+
+fn check(case: &Case, seed: u64) {
+    assert!(case.valid(), "invalid test case {case:?}");
+    let (lhs, rhs) = operands(case, seed);
+    if let Err(e) = check_with_kernel(case, &lhs, &rhs, &rhs) {
+        panic!("{e}\ncase: {case:?}");
+    }
+}
+
+/// The cifar8 step's forward / input-VJP shape: NCHW, 3×3, stride 1, pad 1.
+fn step_forward(batch: usize, c: usize, o: usize, hw: [usize; 2]) -> Case {
+    Case::plain(batch, c, o, hw, [3, 3]).pad([(1, 1), (1, 1)])
+}
+
+/// The cifar8 step's weight-VJP: `conv(xᵀ [C, N, H, W], dyᵀ [O, N, H, W])` with
+/// the forward's attributes gives `[C, O, 3, 3]` (pad 1 → 3×3 result).
+fn step_weight_vjp(batch: usize, c: usize, o: usize, hw: [usize; 2]) -> Case {
+    Case::plain(c, batch, o, hw, hw).pad([(1, 1), (1, 1)])
+}
+
+#[test]
+fn step_forward_and_input_vjp_forms() {
+    for (i, &(batch, c, o, hw)) in [
+        (1, 3, 16, [8, 8]),
+        (2, 16, 16, [7, 5]),
+        (3, 16, 32, [6, 9]),
+        (2, 32, 16, [4, 4]),
+        (3, 5, 7, [9, 6]),
+        (1, 32, 32, [2, 3]),
+    ]
+    .iter()
+    .enumerate()
+    {
+        check(&step_forward(batch, c, o, hw), i as u64);
+        // Input-VJP as the step writes it (kernel transposed and reversed by
+        // separate ops) is the forward form; with the reversal as an attribute:
+        let mut reversed = step_forward(batch, o, c, hw);
+        reversed.reversal = [true, true];
+        check(&reversed, 100 + i as u64);
+    }
+}
+
+#[test]
+fn batch_split_into_tasks_with_a_short_last_task() {
+    // 35 positions per example: tasks of 6 examples (210 rows), the last one
+    // holding 1 example whose 35 rows are not a whole number of register tiles.
+    check(&step_forward(7, 3, 5, [7, 5]), 150);
+    check(&step_forward(13, 2, 17, [5, 7]), 151);
+}
+
+#[test]
+fn step_weight_vjp_forms() {
+    for (i, &(batch, c, o, hw)) in [
+        (1, 3, 16, [8, 8]),
+        (2, 16, 16, [7, 5]),
+        (3, 16, 32, [6, 9]),
+        (3, 32, 32, [4, 4]),
+        (2, 5, 3, [5, 8]),
+    ]
+    .iter()
+    .enumerate()
+    {
+        check(&step_weight_vjp(batch, c, o, hw), 200 + i as u64);
+    }
+}
+
+#[test]
+fn weight_vjp_with_long_reductions_sliced_and_blocked() {
+    // Few outputs and reductions of 2,048 / 3,456 / 4,096 terms: the
+    // reduction-sliced path, with several L1 blocks per slice.
+    check(&step_weight_vjp(8, 3, 5, [16, 16]), 300);
+    check(&step_weight_vjp(6, 4, 9, [24, 24]), 301);
+    check(&step_weight_vjp(16, 16, 32, [16, 16]), 302);
+}
+
+#[test]
+fn forward_with_long_reduction_and_several_feature_tiles() {
+    // 96 features × 7×7 taps = 4,704 terms: more than one reduction block per
+    // row pass; 20 output features: two f32 tiles, three f64 tiles.
+    check(
+        &Case::plain(2, 96, 20, [9, 8], [7, 7]).pad([(3, 3), (3, 3)]),
+        400,
+    );
+}
+
+#[test]
+fn strided_and_xla_same_padded_forms() {
+    // XLA SAME with stride 2: total pad max((out−1)·s + k − in, 0), low half first.
+    check(
+        &step_forward(2, 4, 6, [8, 8])
+            .stride([2, 2])
+            .pad([(0, 1), (0, 1)]),
+        500,
+    );
+    check(
+        &step_forward(3, 4, 6, [7, 9])
+            .stride([2, 2])
+            .pad([(1, 1), (0, 1)]),
+        501,
+    );
+    // 1×1 stride-2 projection (decimation) on even and odd extents.
+    check(&Case::plain(2, 6, 5, [8, 7], [1, 1]).stride([2, 2]), 502);
+    check(
+        &Case::plain(1, 3, 4, [6, 5], [3, 2])
+            .stride([3, 2])
+            .pad([(2, 0), (1, 1)]),
+        503,
+    );
+}
+
+#[test]
+fn negative_padding_crops() {
+    check(
+        &Case::plain(2, 3, 5, [8, 7], [3, 3]).pad([(-1, 1), (1, -1)]),
+        600,
+    );
+    check(
+        &Case::plain(1, 4, 4, [9, 6], [2, 2]).pad([(-1, -1), (-2, 0)]),
+        601,
+    );
+    check(
+        &Case::plain(3, 2, 3, [7, 8], [1, 1])
+            .stride([2, 2])
+            .pad([(0, -1), (-1, 0)]),
+        602,
+    );
+}
+
+#[test]
+fn transposed_convolution_with_lhs_dilation_2() {
+    // The input-VJP of a stride-2 3×3 conv: dy dilated by 2, reversed kernel,
+    // the pads that restore the input extent (one of them negative).
+    let mut c = Case::plain(2, 6, 4, [4, 4], [3, 3]).pad([(1, 2), (1, 2)]);
+    c.lhs_dilation = [2, 2];
+    c.reversal = [true, true];
+    check(&c, 700);
+    let mut c = Case::plain(3, 5, 3, [4, 5], [3, 3]).pad([(2, 1), (1, -1)]);
+    c.lhs_dilation = [2, 2];
+    check(&c, 701);
+    let mut c = Case::plain(1, 3, 2, [3, 4], [1, 1]).pad([(0, 1), (0, 0)]);
+    c.lhs_dilation = [2, 2];
+    check(&c, 702);
+}
+
+#[test]
+fn window_dilation() {
+    let mut c = Case::plain(2, 3, 5, [9, 8], [3, 2]).pad([(2, 2), (1, 0)]);
+    c.rhs_dilation = [2, 3];
+    check(&c, 800);
+}
+
+#[test]
+fn feature_groups_and_depthwise() {
+    let mut c = step_forward(2, 8, 12, [6, 7]);
+    c.feature_groups = 4;
+    check(&c, 900);
+    // Depthwise, channel multiplier 2, stride 2.
+    let mut c = step_forward(3, 5, 10, [7, 6]).stride([2, 2]);
+    c.feature_groups = 5;
+    check(&c, 901);
+}
+
+#[test]
+fn batch_groups_depthwise_weight_vjp() {
+    // Depthwise weight-VJP: xᵀ [C, N, H, W] with dyᵀ [C, N, H, W] as kernel and
+    // batch_group_count = C.
+    let mut c = Case::plain(4, 3, 4, [6, 5], [6, 5]).pad([(1, 1), (1, 1)]);
+    c.batch_groups = 4;
+    check(&c, 1000);
+    let mut c = Case::plain(6, 2, 6, [5, 7], [3, 3]);
+    c.batch_groups = 2;
+    check(&c, 1001);
+}
+
+#[test]
+fn permuted_dimension_numbers() {
+    // The transpose trick expressed in dimension numbers: batch and feature swap.
+    let mut c = step_weight_vjp(3, 4, 5, [6, 7]);
+    c.lhs_layout = [1, 0, 2, 3];
+    c.rhs_layout = [1, 0, 2, 3];
+    c.out_layout = [1, 0, 2, 3];
+    check(&c, 1100);
+    // NHWC / HWIO / NHWC.
+    let mut c = step_forward(2, 3, 5, [5, 6]);
+    c.lhs_layout = [0, 3, 1, 2];
+    c.rhs_layout = [3, 2, 0, 1];
+    c.out_layout = [0, 3, 1, 2];
+    check(&c, 1101);
+}
+
+#[test]
+fn sliced_reduction_does_not_depend_on_the_thread_count() {
+    let case = step_weight_vjp(16, 16, 32, [16, 16]);
+    let (lhs, rhs) = operands(&case, 1200);
+    let l = Tensor::new(
+        physical(case.lhs_logical(), case.lhs_layout),
+        lhs.iter().map(|&v| v as f32).collect(),
+    );
+    let r = Tensor::new(
+        physical(case.rhs_logical(), case.rhs_layout),
+        rhs.iter().map(|&v| v as f32).collect(),
+    );
+    let oshape = physical(case.out_logical(), case.out_layout);
+    let run = |threads: usize| {
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap()
+            .install(|| fast::convolution(&l, &r, &case.attrs(), &oshape))
+    };
+    let (one, three) = (run(1), run(3));
+    let bits = |t: &Tensor<f32>| t.data.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+    assert_eq!(bits(&one), bits(&three));
+}
+
+#[test]
+fn check_rejects_a_kernel_with_one_tap_dropped() {
+    // Negative control: the fast kernel run on a kernel whose centre tap is
+    // zeroed (for every feature pair) must fail the check against the true kernel.
+    for case in [
+        step_forward(2, 16, 16, [7, 5]),
+        step_weight_vjp(2, 5, 3, [5, 8]),
+    ] {
+        let (lhs, rhs) = operands(&case, 1300);
+        assert!(check_with_kernel(&case, &lhs, &rhs, &rhs).is_ok());
+        let rl = case.rhs_logical();
+        let mut dropped = rhs.clone();
+        for o in 0..rl[0] {
+            for c in 0..rl[1] {
+                dropped[offset([o, c, rl[2] / 2, rl[3] / 2], rl, case.rhs_layout)] = 0.0;
+            }
+        }
+        let err = check_with_kernel(&case, &lhs, &rhs, &dropped).unwrap_err();
+        assert!(err.starts_with("f32: element"), "{err}");
+    }
+}
+
+#[test]
+fn check_rejects_a_kernel_with_swapped_spatial_axes() {
+    // Negative control: a layout slip (kernel read as [o, i, w, h]) on a square
+    // kernel keeps every shape and must still fail.
+    let case = step_forward(2, 4, 6, [6, 7]);
+    let (lhs, rhs) = operands(&case, 1400);
+    let rl = case.rhs_logical();
+    let mut swapped = rhs.clone();
+    for o in 0..rl[0] {
+        for c in 0..rl[1] {
+            for y in 0..rl[2] {
+                for x in 0..rl[3] {
+                    swapped[offset([o, c, y, x], rl, NCHW)] = rhs[offset([o, c, x, y], rl, NCHW)];
+                }
+            }
+        }
+    }
+    assert!(check_with_kernel(&case, &lhs, &rhs, &swapped).is_err());
+}
+
+#[test]
+#[should_panic(expected = "result shape")]
+fn inconsistent_result_shape_is_a_clear_error() {
+    let case = step_forward(1, 2, 3, [5, 5]);
+    let attrs = case.attrs();
+    let l = Tensor::new(vec![1, 2, 5, 5], vec![0f32; 50]);
+    let r = Tensor::new(vec![3, 2, 3, 3], vec![0f32; 54]);
+    // 6×6 cannot come from a 5×5 input with a 3×3 window and pad 1.
+    let _ = fast::convolution(&l, &r, &attrs, &[1, 3, 6, 6]);
+}
+
+fn case_strategy() -> impl Strategy<Value = Case> {
+    let spatial = (
+        1usize..=9,
+        1usize..=4,
+        1usize..=3,
+        -1i64..=2,
+        -1i64..=2,
+        1usize..=2,
+        1usize..=2,
+    );
+    (
+        (1usize..=3, 1usize..=4, 1usize..=3, 0usize..3),
+        spatial.clone(),
+        spatial,
+        (any::<[bool; 2]>(), 0usize..4, any::<u64>()),
+    )
+        .prop_map(
+            |((batch, cg, og, groups), h, w, (reversal, layout, seed))| {
+                let (mut fg, mut bg) = (1, 1);
+                match groups {
+                    1 => fg = 2,
+                    2 => bg = if batch.is_multiple_of(2) { 2 } else { 1 },
+                    _ => {}
+                }
+                let layouts = [
+                    (NCHW, NCHW, NCHW),
+                    ([1, 0, 2, 3], [1, 0, 2, 3], [1, 0, 2, 3]),
+                    ([0, 3, 1, 2], [3, 2, 0, 1], [0, 3, 1, 2]),
+                    ([3, 0, 2, 1], [0, 3, 1, 2], [2, 1, 3, 0]),
+                ];
+                let (ll, rl, ol) = layouts[layout];
+                let case = Case {
+                    batch,
+                    in_features: cg * fg,
+                    out_features: og * fg * bg,
+                    in_hw: [h.0, w.0],
+                    kernel_hw: [h.1, w.1],
+                    stride: [h.2, w.2],
+                    pad: [(h.3, h.4), (w.3, w.4)],
+                    lhs_dilation: [h.5, w.5],
+                    rhs_dilation: [h.6, w.6],
+                    reversal,
+                    feature_groups: fg,
+                    batch_groups: bg,
+                    lhs_layout: ll,
+                    rhs_layout: rl,
+                    out_layout: ol,
+                };
+                (case, seed)
+            },
+        )
+        .prop_filter("window fits", |(c, _)| c.valid())
+        .prop_map(|(c, seed)| {
+            let _ = seed;
+            c
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(192))]
+
+    #[test]
+    fn random_forms_agree_with_the_formula(case in case_strategy(), seed in any::<u64>()) {
+        let (lhs, rhs) = operands(&case, seed);
+        let checked = check_with_kernel(&case, &lhs, &rhs, &rhs);
+        prop_assert!(checked.is_ok(), "{}", checked.unwrap_err());
+    }
+}

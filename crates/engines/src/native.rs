@@ -1,0 +1,170 @@
+//! The native engine: certgrad's own f32 execution of the parsed module. One
+//! replica runs through a `den::exec::Plan` (compiled once, reused every
+//! step), falling back to the fast-path evaluator `den::eval_func` for a
+//! function the planner does not take; R > 1 replicas run through
+//! `den::eval_replicas`, which gives `all_reduce` its cross-replica meaning.
+
+use crate::engine::{Engine, FuncSignature, Prepared};
+use crate::error::EngineError;
+use crate::host::HostTensor;
+use den::{EvalOptions, Scalar, Value};
+use ir::Module;
+
+/// The native engine (stateless: everything lives in the prepared function).
+pub struct NativeEngine;
+
+impl Engine for NativeEngine {
+    fn name(&self) -> &str {
+        "native"
+    }
+
+    fn prepare(
+        &mut self,
+        _module_text: &str,
+        module: &Module,
+        func: &str,
+        replicas: usize,
+    ) -> Result<Box<dyn Prepared>, EngineError> {
+        let sig = FuncSignature::of(module, func)?;
+        if replicas == 0 {
+            return Err(EngineError("replicas must be at least 1".into()));
+        }
+        let how = if replicas == 1 {
+            match den::exec::Plan::compile(module, func) {
+                Ok(plan) => How::Plan(Box::new(plan)),
+                Err(e) => How::Evaluator {
+                    why: format!("no plan: {e}"),
+                },
+            }
+        } else {
+            How::Replicas
+        };
+        Ok(Box::new(NativePrepared {
+            module: module.clone(),
+            sig,
+            replicas,
+            how,
+        }))
+    }
+}
+
+enum How {
+    Plan(Box<den::exec::Plan>),
+    /// The fast-path evaluator, and why the planner was not used.
+    Evaluator {
+        why: String,
+    },
+    Replicas,
+}
+
+struct NativePrepared {
+    module: Module,
+    sig: FuncSignature,
+    replicas: usize,
+    how: How,
+}
+
+impl NativePrepared {
+    /// One replica's arguments as evaluator values; bf16/f16 parameters are
+    /// rounded on entry, as a device would store them.
+    fn values(&self, args: &[HostTensor]) -> Result<Vec<Value<f32>>, EngineError> {
+        args.iter()
+            .zip(&self.sig.params)
+            .map(|(t, ty)| {
+                let v = t.to_value_f32(ty.elem)?;
+                Ok(match v {
+                    Value::Float(t, e) if e != ir::ElemType::F32 => {
+                        Value::Float(t.map(|x| Scalar::round_to(*x, e)), e)
+                    }
+                    v => v,
+                })
+            })
+            .collect()
+    }
+
+    fn host(&self, outs: &[Value<f32>]) -> Result<Vec<HostTensor>, EngineError> {
+        let host: Vec<HostTensor> = outs.iter().map(HostTensor::from_value_f32).collect();
+        self.sig.check_results(&host, "native")?;
+        Ok(host)
+    }
+}
+
+impl Prepared for NativePrepared {
+    fn replicas(&self) -> usize {
+        self.replicas
+    }
+
+    fn describe(&self) -> String {
+        match &self.how {
+            How::Plan(_) => "native (den::exec plan)".into(),
+            How::Evaluator { why } => format!("native (fast evaluator; {why})"),
+            How::Replicas => format!("native ({} replicas, den::eval_replicas)", self.replicas),
+        }
+    }
+
+    fn run(&mut self, args: &[Vec<HostTensor>]) -> Result<Vec<Vec<HostTensor>>, EngineError> {
+        self.sig.check_args(args, self.replicas)?;
+        let func = &self.sig.func;
+        let err = |e: &dyn std::fmt::Display| EngineError(format!("native: @{func}: {e}"));
+        let values = args
+            .iter()
+            .map(|a| self.values(a))
+            .collect::<Result<Vec<_>, _>>()?;
+        let outs: Vec<Vec<Value<f32>>> = match &mut self.how {
+            How::Plan(plan) => {
+                let v = values.into_iter().next().expect("one replica");
+                vec![plan.run(v).map_err(|e| err(&e))?]
+            }
+            How::Evaluator { .. } => {
+                let v = values.into_iter().next().expect("one replica");
+                let opts = EvalOptions::default();
+                vec![
+                    den::eval_func::<f32>(&self.module, func, v, &opts)
+                        .map_err(|e| err(&e))?
+                        .outputs,
+                ]
+            }
+            How::Replicas => {
+                let opts = EvalOptions {
+                    replicas: self.replicas,
+                    ..EvalOptions::default()
+                };
+                den::eval_replicas::<f32>(&self.module, func, values, &opts)
+                    .map_err(|e| err(&e))?
+                    .into_iter()
+                    .map(|e| e.outputs)
+                    .collect()
+            }
+        };
+        outs.iter().map(|o| self.host(o)).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ADD: &str =
+        "func.func public @f(%a: tensor<3xf32>, %b: tensor<3xf32>) -> tensor<3xf32> {\n  \
+        %0 = stablehlo.add %a, %b : tensor<3xf32>\n  \
+        return %0 : tensor<3xf32>\n}\n";
+
+    #[test]
+    fn runs_a_function_and_checks_its_arguments() {
+        let m = ir::parse::parse_module(ADD, "add.mlir").unwrap();
+        let mut p = NativeEngine.prepare(ADD, &m, "f", 1).unwrap();
+        let out = p
+            .run_one(vec![
+                HostTensor::f32(vec![3], vec![1.0, 2.0, 3.0]),
+                HostTensor::f32(vec![3], vec![0.5, 0.25, -3.0]),
+            ])
+            .unwrap();
+        assert_eq!(out, vec![HostTensor::f32(vec![3], vec![1.5, 2.25, 0.0])]);
+        let e = p
+            .run_one(vec![HostTensor::f32(vec![3], vec![1.0; 3])])
+            .unwrap_err();
+        assert!(e.0.contains("takes 2 arguments, given 1"), "{e}");
+        let e = NativeEngine.prepare(ADD, &m, "g", 1).err().unwrap();
+        assert!(e.0.contains("no function @g"), "{e}");
+    }
+}
