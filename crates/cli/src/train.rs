@@ -53,7 +53,7 @@ pub struct TrainArgs {
     /// directory of IDX files or CIFAR-10 binary batches.
     #[arg(long, default_value = "builtin")]
     pub data: String,
-    /// sgd, nesterov or adamw.
+    /// sgd, nesterov, adamw or momentum (heavy-ball with coupled L2).
     #[arg(long, default_value = "nesterov")]
     pub optimizer: String,
     #[arg(long, default_value_t = 5)]
@@ -96,9 +96,10 @@ pub struct TrainArgs {
     /// Checkpoint every K updates as well as at epoch ends (0: epoch ends only).
     #[arg(long, default_value_t = 0)]
     pub checkpoint_every: u64,
-    /// Use only the first N training / test examples.
+    /// Use only the first N training examples.
     #[arg(long)]
     pub limit_train: Option<usize>,
+    /// Use only the first N test examples.
     #[arg(long)]
     pub limit_test: Option<usize>,
     /// No progress bar.
@@ -152,8 +153,13 @@ fn verdict_line(r: &cert::step::StepTieReport) -> String {
 }
 
 pub fn train(a: &TrainArgs) -> Result<()> {
-    let opt = layers::trainstep::Optimizer::parse(&a.optimizer)
-        .ok_or_else(|| anyhow::anyhow!("--optimizer {}: sgd, nesterov or adamw", a.optimizer))?;
+    let opt = layers::trainstep::Optimizer::parse(&a.optimizer).ok_or_else(|| {
+        anyhow::anyhow!(
+            "--optimizer {}: expected one of {}",
+            a.optimizer,
+            layers::trainstep::Optimizer::names()
+        )
+    })?;
     let out = a.out.clone().unwrap_or_else(|| {
         let net = Path::new(&a.net)
             .file_stem()
