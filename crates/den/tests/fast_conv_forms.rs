@@ -544,6 +544,7 @@ fn check_rejects_a_kernel_with_swapped_spatial_axes() {
 }
 
 #[test]
+#[ignore = "the implicit-GEMM kernel's own shape check; the kernel is switched off (IMPLICIT_GEMM_ENABLED in den/src/fast/conv.rs)"]
 #[should_panic(expected = "result shape")]
 fn inconsistent_result_shape_is_a_clear_error() {
     let case = step_forward(1, 2, 3, [5, 5]);

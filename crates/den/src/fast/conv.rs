@@ -253,13 +253,23 @@ pub(crate) fn convolution<T: FastFloat>(
     Tensor::new(out_shape.to_vec(), data)
 }
 
+/// The implicit-GEMM kernel is switched off: on the cifar8-bbn AdamW step at
+/// batch 32 (scripts/iree_step_check.sh inputs) it moved the gradients of the
+/// first stages 2.6e-4 norm-wise away from float64 (the generic evaluator:
+/// 1.4e-5; the blocked paths below: 1.4e-5), also with one thread and with
+/// only the 16-channel 3×3 forward/input-VJP forms routed to it — a defect its
+/// small-shape tests do not reach. Until it is found, every convolution takes
+/// the blocked paths; the kernel and its tests stay, reachable by this switch.
+const IMPLICIT_GEMM_ENABLED: bool = false;
+
 /// The implicit-GEMM form of the convolution (see [`ImplicitConv`]) when it
 /// applies: ungrouped, no lhs dilation, a spatial kernel that is not pointwise
 /// (the pointwise case is a plain GEMM below).
 fn implicit_gemm<'a>(plan: &'a ConvPlan, attrs: &ir::ConvAttrs) -> Option<ImplicitConv<'a>> {
     let nsp = plan.kernel_spatial.len();
     let get = |v: &[i64], s: usize| v.get(s).copied().unwrap_or(1);
-    let eligible = nsp > 0
+    let eligible = IMPLICIT_GEMM_ENABLED
+        && nsp > 0
         && plan.batch_groups == 1
         && plan.feature_groups == 1
         && plan.in_features > 0
