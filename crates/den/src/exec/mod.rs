@@ -1165,6 +1165,21 @@ impl<'f> Builder<'f> {
         self.defs[op.results[0].0.index()] = Def::Pending(Rc::new(e));
     }
 
+    /// Pends `op` as `f` of its operands read at the result shape; false when
+    /// an operand cannot be read that way.
+    fn pend_op(&mut self, op: &Op, rshape: &[usize], f: ExprOp) -> bool {
+        let args: Option<Vec<_>> = op
+            .operands
+            .iter()
+            .map(|&v| self.operand(v, rshape))
+            .collect();
+        let Some(args) = args else {
+            return false;
+        };
+        self.pend(op, Expr::Op(f, args));
+        true
+    }
+
     fn init_of(&mut self, v: ValueId) -> Option<Init> {
         if let Some(x) = self.splat_of(v) {
             return Some(Init::Const(x));
@@ -1202,10 +1217,9 @@ impl<'f> Builder<'f> {
                 if !(tys.len() == 1 && float(&tys[0]) && float(&rty) && fused::fusable_unary(*u)) {
                     return Some(false);
                 }
-                let Some(a) = self.operand(op.operands[0], &rshape) else {
+                if !self.pend_op(op, &rshape, ExprOp::Unary(*u)) {
                     return Some(false);
-                };
-                self.pend(op, Expr::Op(ExprOp::Unary(*u), vec![a]));
+                }
             }
             OpKind::Binary(b) => {
                 if !(tys.len() == 2
@@ -1215,13 +1229,9 @@ impl<'f> Builder<'f> {
                 {
                     return Some(false);
                 }
-                let (Some(a), Some(c)) = (
-                    self.operand(op.operands[0], &rshape),
-                    self.operand(op.operands[1], &rshape),
-                ) else {
+                if !self.pend_op(op, &rshape, ExprOp::Binary(*b)) {
                     return Some(false);
-                };
-                self.pend(op, Expr::Op(ExprOp::Binary(*b), vec![a, c]));
+                }
             }
             OpKind::Compare {
                 direction,
@@ -1231,13 +1241,9 @@ impl<'f> Builder<'f> {
                     return Some(false);
                 }
                 let total = *compare_type == Some(CompareType::TotalOrder);
-                let (Some(a), Some(c)) = (
-                    self.operand(op.operands[0], &rshape),
-                    self.operand(op.operands[1], &rshape),
-                ) else {
+                if !self.pend_op(op, &rshape, ExprOp::Compare(*direction, total)) {
                     return Some(false);
-                };
-                self.pend(op, Expr::Op(ExprOp::Compare(*direction, total), vec![a, c]));
+                }
             }
             OpKind::Select => {
                 if !(tys.len() == 3
@@ -1249,29 +1255,17 @@ impl<'f> Builder<'f> {
                 {
                     return Some(false);
                 }
-                let args: Option<Vec<_>> = op
-                    .operands
-                    .iter()
-                    .map(|&v| self.operand(v, &rshape))
-                    .collect();
-                let Some(args) = args else {
+                if !self.pend_op(op, &rshape, ExprOp::Select) {
                     return Some(false);
-                };
-                self.pend(op, Expr::Op(ExprOp::Select, args));
+                }
             }
             OpKind::Clamp => {
                 if !(tys.len() == 3 && tys.iter().all(float) && tys[1].shape == rty.shape) {
                     return Some(false);
                 }
-                let args: Option<Vec<_>> = op
-                    .operands
-                    .iter()
-                    .map(|&v| self.operand(v, &rshape))
-                    .collect();
-                let Some(args) = args else {
+                if !self.pend_op(op, &rshape, ExprOp::Clamp) {
                     return Some(false);
-                };
-                self.pend(op, Expr::Op(ExprOp::Clamp, args));
+                }
             }
             OpKind::Convert => {
                 if tys.len() != 1
