@@ -159,27 +159,35 @@ enum Command {
     /// Score a run directory's latest checkpoint on the test split.
     Eval(train::EvalArgs),
     /// Evaluate a function of a StableHLO file on .npy inputs; write its outputs as .npy.
-    Run {
-        /// The .mlir file holding the function.
-        file: PathBuf,
-        /// Function to run (default: @main, else the only public function).
-        #[arg(long)]
-        func: Option<String>,
-        /// One .npy file per function argument, in order (dtype and shape are checked).
-        #[arg(long, num_args = 0..)]
-        inputs: Vec<PathBuf>,
-        /// Directory for out_0.npy, out_1.npy, … (created if missing).
-        #[arg(long)]
-        out: PathBuf,
-        /// Use the generic reference evaluator instead of the fast f32 kernels.
-        #[arg(long)]
-        generic: bool,
-        #[command(flatten)]
-        engine: train::EngineArgs,
-        /// Run the function this many times and report the step times.
-        #[arg(long, default_value_t = 1)]
-        repeat: usize,
-    },
+    Run(RunArgs),
+}
+
+#[derive(clap::Args)]
+struct RunArgs {
+    /// The .mlir file holding the function.
+    file: PathBuf,
+    /// Function to run (default: @main, else the only public function).
+    #[arg(long)]
+    func: Option<String>,
+    /// One .npy file per function argument, in order (dtype and shape are checked).
+    #[arg(long, num_args = 0..)]
+    inputs: Vec<PathBuf>,
+    /// Directory for out_0.npy, out_1.npy, … (created if missing).
+    #[arg(long)]
+    out: PathBuf,
+    /// Use the generic reference evaluator instead of the fast f32 kernels.
+    #[arg(long)]
+    generic: bool,
+    #[command(flatten)]
+    engine: train::EngineArgs,
+    /// Run the function this many times and report the step times.
+    #[arg(long, default_value_t = 1)]
+    repeat: usize,
+    /// Also evaluate in float64 and print the smallest decision margins
+    /// (max/min/compare/select/pool windows) at these inputs: how close the
+    /// point is to a kink where f32 rounding can change a branch.
+    #[arg(long, value_name = "N", num_args = 0..=1, default_missing_value = "8")]
+    margins: Option<usize>,
 }
 
 /// An error that has already been reported in full; exit with this status.
@@ -288,17 +296,7 @@ fn main() -> ExitCode {
         Command::Train(a) => train::train(&a),
         Command::Bench(a) => bench::bench(&a),
         Command::Eval(a) => train::eval(&a),
-        Command::Run {
-            file,
-            func,
-            inputs,
-            out,
-            generic,
-            engine,
-            repeat,
-        } => engine
-            .options()
-            .and_then(|e| run(&file, func.as_deref(), &inputs, &out, generic, &e, repeat)),
+        Command::Run(a) => a.engine.options().and_then(|e| run(&a, &e)),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -376,15 +374,8 @@ fn check(file: &Path) -> Result<()> {
     Ok(())
 }
 
-fn run(
-    file: &Path,
-    func: Option<&str>,
-    inputs: &[PathBuf],
-    out: &Path,
-    generic: bool,
-    engine: &engines::engine::EngineOptions,
-    repeat: usize,
-) -> Result<()> {
+fn run(a: &RunArgs, engine: &engines::engine::EngineOptions) -> Result<()> {
+    let (file, func, inputs, out) = (&a.file, a.func.as_deref(), &a.inputs, &a.out);
     let module = load_module(file)?;
     let f = match func {
         Some(name) => module.func(name).with_context(|| {
@@ -416,8 +407,15 @@ fn run(
     for (i, (path, p)) in inputs.iter().zip(&f.params).enumerate() {
         values.push(npy::read_input(path, i, &p.ty)?);
     }
-    let result = run_engine::execute(&module, &f.name, values, engine, generic, repeat)
-        .map_err(|e| anyhow::anyhow!("{}: {e:#}", file.display()))?;
+    let result = run_engine::execute(
+        &module,
+        &f.name,
+        values.clone(),
+        engine,
+        a.generic,
+        a.repeat,
+    )
+    .map_err(|e| anyhow::anyhow!("{}: {e:#}", file.display()))?;
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
     for (i, v) in result.outputs.iter().enumerate() {
         npy::write_output(&out.join(format!("out_{i}.npy")), v)?;
@@ -444,5 +442,51 @@ fn run(
         result.how,
         result.prepare_seconds
     );
+    if let Some(n) = a.margins {
+        print_margins(&module, &f.name, &values, n)?;
+    }
+    Ok(())
+}
+
+/// The `n` smallest decision margins of `func` evaluated in float64 at
+/// `values`: where an f32 engine's rounding (about 1e-7 of the values
+/// involved per op) can take the other branch, so two engines' outputs may
+/// differ by a whole subgradient rather than by rounding.
+fn print_margins(
+    module: &ir::Module,
+    func: &str,
+    values: &[den::value::Value<f32>],
+    n: usize,
+) -> Result<()> {
+    let inputs: Vec<den::value::Value<f64>> =
+        values.iter().map(|v| v.map_scalar(|&x| x as f64)).collect();
+    let opts = den::eval::EvalOptions {
+        record_margins: true,
+        ..Default::default()
+    };
+    let t0 = std::time::Instant::now();
+    let ev = den::eval::eval_func::<f64>(module, func, inputs, &opts)
+        .map_err(|e| anyhow::anyhow!("float64 evaluation: {e}"))?;
+    let mut margins = ev.margins;
+    margins.sort_by(|x, y| x.min.total_cmp(&y.min));
+    println!(
+        "smallest decision margins in float64 ({} deciding ops, {:.1} s):",
+        margins.len(),
+        t0.elapsed().as_secs_f64()
+    );
+    println!(
+        "  {:>6}  {:<28} {:>12} {:>10} {:>6}",
+        "line", "op", "margin", "decisions", "ties"
+    );
+    for m in margins.iter().take(n) {
+        println!(
+            "  {:>6}  {:<28} {:>12.3e} {:>10} {:>6}",
+            m.line.map_or("-".to_string(), |l| l.to_string()),
+            m.op,
+            m.min,
+            m.decisions,
+            m.ties
+        );
+    }
     Ok(())
 }

@@ -544,7 +544,6 @@ fn check_rejects_a_kernel_with_swapped_spatial_axes() {
 }
 
 #[test]
-#[ignore = "the implicit-GEMM kernel's own shape check; the kernel is switched off (IMPLICIT_GEMM_ENABLED in den/src/fast/conv.rs)"]
 #[should_panic(expected = "result shape")]
 fn inconsistent_result_shape_is_a_clear_error() {
     let case = step_forward(1, 2, 3, [5, 5]);
@@ -622,4 +621,15 @@ proptest! {
         let checked = check_with_kernel(&case, &lhs, &rhs, &rhs);
         prop_assert!(checked.is_ok(), "{}", checked.unwrap_err());
     }
+}
+
+#[test]
+fn step_forms_at_batch_32() {
+    // The cifar8-bbn step's convolutions at batch 32 (whole-example tasks with
+    // partial register tiles, and the weight-VJP's reduction over the batch
+    // in slices), which the small shapes above do not reach.
+    check(&step_forward(32, 16, 16, [32, 32]), 900);
+    check(&step_forward(32, 3, 16, [32, 32]), 901);
+    check(&step_forward(32, 16, 32, [16, 16]), 903);
+    check(&step_weight_vjp(32, 16, 16, [32, 32]), 905);
 }

@@ -253,14 +253,15 @@ pub(crate) fn convolution<T: FastFloat>(
     Tensor::new(out_shape.to_vec(), data)
 }
 
-/// The implicit-GEMM kernel is switched off: on the cifar8-bbn AdamW step at
-/// batch 32 (scripts/iree_step_check.sh inputs) it moved the gradients of the
-/// first stages 2.6e-4 norm-wise away from float64 (the generic evaluator:
-/// 1.4e-5; the blocked paths below: 1.4e-5), also with one thread and with
-/// only the 16-channel 3×3 forward/input-VJP forms routed to it — a defect its
-/// small-shape tests do not reach. Until it is found, every convolution takes
-/// the blocked paths; the kernel and its tests stay, reachable by this switch.
-const IMPLICIT_GEMM_ENABLED: bool = false;
+/// The implicit-GEMM kernel serves the ungrouped convolutions without lhs
+/// dilation. (It was switched off for a while after it moved a batch-32
+/// cifar8-bbn step 2.6e-4 away from float64 where the blocked paths were
+/// 1.4e-5; that input sits 6.6e-7 from a ReLU kink in float64 — `certgrad run
+/// --margins` — and the kernel's result, 1.5e-7 RMS from float64 there
+/// (blocked: 7.6e-8), lands on the other side. A 1e-6 random perturbation of
+/// the blocked paths' results flips the same decision and gives the same
+/// 2.6e-4. The switch stays for comparisons.)
+const IMPLICIT_GEMM_ENABLED: bool = true;
 
 /// The implicit-GEMM form of the convolution (see [`ImplicitConv`]) when it
 /// applies: ungrouped, no lhs dilation, a spatial kernel that is not pointwise

@@ -1,0 +1,148 @@
+"""Seeded inputs for a rendered train step, drawn at a smooth point, and the
+comparison of two engines' outputs of that step.
+
+Usage: step_inputs.py STEP.mlir OUT_DIR CERTGRAD_BIN [--seed S] [--min-margin M] [--tries N]
+(`compare` is imported by scripts/iree_step_check.sh and engines_check.sh.)
+
+Writes in_000.npy, in_001.npy, ... (float32) for the step's packed protocol
+(x, theta..., m..., v..., lr, bc1, bc2, running stats..., onehot) and prints
+the seed used and the point's smallest decision margin.
+
+Why the margin: two correct f32 engines round the step's intermediate values
+differently (about 1e-7 relative per op). Where a ReLU input or a pool
+window's top two values lie closer together than that, one engine takes the
+other branch and its gradient differs by a whole subgradient, not by rounding
+(measured: a batch-32 cifar8-bbn point 6.6e-7 from a ReLU kink, where a 1e-6
+relative perturbation of the convolutions moves the AdamW moments 2.6e-4
+norm-wise). Such a point says nothing about the engines, so seeds S, S+1, ...
+are drawn until `certgrad run --margins` (float64) reports every decision at
+least M from its kink. A real engine defect shows at every seed; this only
+skips points where the comparison has no single right answer.
+"""
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+
+import numpy as np
+
+
+def draw(text, out_dir, seed):
+    params = re.search(r"func\.func public @\w+\((.*?)\)\s*->", text, re.S).group(1)
+    shapes = [tuple(int(x) for x in t.split("x")[:-1]) for t in re.findall(r"tensor<([^>]*)>", params)]
+    first_scalar = next(i for i, s in enumerate(shapes) if s == ())
+    p = (first_scalar - 1) // 3
+    rng = np.random.default_rng(seed)
+    paths = []
+    for i, s in enumerate(shapes):
+        if i == 0:
+            a = rng.standard_normal(s)
+        elif i <= p:
+            a = 0.2 * rng.standard_normal(s)
+            # A BN scale (the 1-D theta after a conv's W and bias) starts near 1,
+            # as the trainer initialises it: scales near 0 make the batch-BN
+            # backward cancel catastrophically, and every f32 engine then loses
+            # ~1e-3 against float64.
+            if len(s) == 1 and i >= 3 and len(shapes[i - 1]) == 1 and len(shapes[i - 2]) == 4:
+                a = 1.0 + 0.1 * rng.standard_normal(s)
+        elif i <= 2 * p:
+            a = 0.01 * rng.standard_normal(s)
+        elif i <= 3 * p:
+            a = 1e-4 * np.abs(rng.standard_normal(s))
+        elif i == first_scalar:
+            a = np.array(0.01)
+        elif i == first_scalar + 1:
+            a = np.array(1 - 0.9**3)
+        elif i == first_scalar + 2:
+            a = np.array(1 - 0.999**3)
+        elif i == len(shapes) - 1:
+            a = np.eye(s[1])[rng.integers(0, s[1], s[0])]
+        else:
+            a = 1.0 + 0.1 * np.abs(rng.standard_normal(s))
+        paths.append(os.path.join(out_dir, f"in_{i:03d}.npy"))
+        np.save(paths[-1], np.asarray(a, dtype=np.float32))
+    return paths
+
+
+def smallest_margin(binary, step, paths, out_dir):
+    out = subprocess.run(
+        [binary, "run", step, "--inputs", *paths, "--out", os.path.join(out_dir, "margin_out"), "--margins", "1"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    rows = re.findall(r"^\s+(\S+)\s+(stablehlo\.\w+)\s+(\S+)\s+\d+\s+\d+$", out, re.M)
+    if not rows:
+        return float("inf"), "no deciding op"
+    line, op, margin = rows[0]
+    return float(margin), f"{op} at line {line}"
+
+
+def compare(ref, out, n_grad, gate_gradients, label, threshold=1e-4):
+    """Norm-wise ||a - b|| / ||b|| (absolute when b == 0) of every output `out[k]`
+    against `ref[k]`. Outputs k < n_grad (theta', m', v') carry the gradient,
+    which jumps where a decision flips; the others (loss, bias corrections, BN
+    batch statistics) are continuous in the inputs. With `gate_gradients`
+    False only the continuous ones are gated and the gradient outputs are
+    reported. Returns (passed, failed)."""
+    n = len(ref)
+    p = n_grad // 3
+    names = ["theta'"] * p + ["m'"] * p + ["v'"] * p + ["loss", "bc1", "bc2"]
+    names += ["batch mean", "batch var"] * ((n - len(names)) // 2)
+    passed = failed = 0
+    worst = {True: (0.0, ""), False: (0.0, "")}
+    over = []
+    for k in range(n):
+        b = np.asarray(ref[k], dtype=np.float64)
+        a = np.asarray(out[k], dtype=np.float64).reshape(b.shape)
+        nb = np.linalg.norm(b)
+        err = np.linalg.norm(a - b) / (nb if nb > 0 else 1.0)
+        grad = k < n_grad
+        where = f"out_{k} ({names[k] if k < len(names) else '?'}, shape {a.shape})"
+        if err > worst[grad][0] or not np.isfinite(err):
+            worst[grad] = (err, where)
+        ok = bool(np.isfinite(err) and err <= threshold)
+        if grad and not gate_gradients:
+            if not ok:
+                over.append(f"out_{k} {err:.2e}")
+            continue
+        if ok:
+            passed += 1
+        else:
+            failed += 1
+            print(f"FAIL {label}: {where}: ||a-b||/||b|| = {err:.3e}")
+    print(f"{label}: {n} outputs, max norm-wise error {worst[False][0]:.3e} at {worst[False][1]} "
+          f"(loss / statistics), {worst[True][0]:.3e} at {worst[True][1]} (gradient-bearing); "
+          f"threshold {threshold:g}, gated: {'all' if gate_gradients else 'loss / statistics'}")
+    if over:
+        print(f"  not gated (gradients at a point this close to a kink): {len(over)} over: " + ", ".join(over[:8]))
+    return passed, failed
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("step")
+    ap.add_argument("out_dir")
+    ap.add_argument("binary")
+    ap.add_argument("--seed", type=int, default=20261130)
+    ap.add_argument("--min-margin", type=float, default=2e-6)
+    ap.add_argument("--tries", type=int, default=40)
+    a = ap.parse_args()
+    text = open(a.step).read()
+    for k in range(a.tries):
+        seed = a.seed + k
+        paths = draw(text, a.out_dir, seed)
+        margin, where = smallest_margin(a.binary, a.step, paths, a.out_dir)
+        if margin >= a.min_margin:
+            print(f"inputs: seed {seed}, smallest float64 decision margin {margin:.3e} ({where}); "
+                  f"{k} earlier seed(s) within {a.min_margin:.0e} of a kink")
+            return 0
+    print(f"inputs: no seed in {a.seed}..{a.seed + a.tries - 1} keeps every decision "
+          f"{a.min_margin:.0e} from its kink", file=sys.stderr)
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
