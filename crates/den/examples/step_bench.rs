@@ -5,7 +5,9 @@
 //!
 //! `cargo run --release -p den --example step_bench -- [--batch 32,128]
 //! [--reps N] [--no-generic] [--serial] [--net NAME] [--optimizer sgd|nesterov|adamw]
-//! [--steps N]` (`--steps N` also lists the N slowest steps of the plan)
+//! [--steps N] [--in-order] [--list]` (`--steps N` also lists the N slowest
+//! steps of the plan, or its first N in execution order; `--list` prints the
+//! schedule: every step with its slots and fused program)
 
 use den::exec::Plan;
 use den::{eval_func, EvalOptions, Tensor, Value};
@@ -70,6 +72,8 @@ fn main() {
         .expect("--optimizer sgd|nesterov|adamw");
     let generic = !args.iter().any(|a| a == "--no-generic");
     let serial = args.iter().any(|a| a == "--serial");
+    let in_order = args.iter().any(|a| a == "--in-order");
+    let list = args.iter().any(|a| a == "--list");
     let steps_top: usize = opt_val("--steps").map_or(0, |n| n.parse().expect("--steps N"));
     let net = layers::net::by_name(&net_name).expect("a built-in net name");
 
@@ -81,6 +85,11 @@ fn main() {
 
         let t = Instant::now();
         let mut plan = Plan::compile(&r.module, &func).expect("compile");
+        if list {
+            for line in plan.listing() {
+                println!("{line}");
+            }
+        }
         plan.set_parallel(!serial);
         println!(
             "plan: {} (compiled in {:.1} ms)",
@@ -157,8 +166,13 @@ fn main() {
         }
         if steps_top > 0 {
             let mut st = plan.step_profile();
-            st.sort_by_key(|s| std::cmp::Reverse(s.nanos));
-            println!("slowest steps (per step): op, line, elements, fused ops, inputs, ms, GB/s");
+            if !in_order {
+                st.sort_by_key(|s| std::cmp::Reverse(s.nanos));
+            }
+            println!(
+                "{} steps (per step): op, line, elements, fused ops, inputs, ms, GB/s",
+                if in_order { "first" } else { "slowest" }
+            );
             for s in st.iter().take(steps_top) {
                 let ms = s.nanos as f64 / 1e6 / reps as f64;
                 // Bytes a memory-bound loop must move: each input once, the output once.

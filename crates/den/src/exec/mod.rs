@@ -13,6 +13,7 @@
 //! with calls or regions that read outer values runs on the generic evaluator
 //! (fast kernels) as a whole.
 
+mod cse;
 mod fused;
 mod pool;
 
@@ -85,7 +86,8 @@ impl Plan {
             line: None,
             message: format!("no function @{func} in the module"),
         })?;
-        let body = match Builder::new(f).and_then(|b| b.build()) {
+        let deduplicated = cse::eliminate_common_subexpressions(f);
+        let body = match Builder::new(&deduplicated).and_then(|b| b.build()) {
             Some(c) => Body::Compiled(c),
             None => Body::Generic(Box::new(module.clone())),
         };
@@ -189,6 +191,38 @@ impl Plan {
                     calls,
                     nanos,
                 }
+            })
+            .collect()
+    }
+
+    /// One line per step in execution order: what it runs, the slots it reads
+    /// and writes, and a fused loop's program (for reading a schedule).
+    pub fn listing(&self) -> Vec<String> {
+        let Body::Compiled(c) = &self.body else {
+            return vec!["whole function on the generic evaluator".into()];
+        };
+        c.steps
+            .iter()
+            .enumerate()
+            .map(|(i, st)| {
+                let detail = match &st.kind {
+                    Kind::Loop {
+                        prog,
+                        inputs,
+                        len,
+                        out,
+                        ..
+                    } => format!("len {len} {inputs:?} -> {out}: {:?}", prog.nodes),
+                    Kind::Reduce {
+                        prog,
+                        inputs,
+                        len,
+                        out,
+                        ..
+                    } => format!("len {len} {inputs:?} -> {out}: {:?}", prog.nodes),
+                    k => format!("{:?} -> {:?}", k.reads(), k.writes()),
+                };
+                format!("{i:4} {:<36} {detail}", st.label)
             })
             .collect()
     }
@@ -420,7 +454,7 @@ struct Pool {
 }
 
 /// Buffers kept per length; more are dropped.
-const POOL_PER_LEN: usize = 6;
+const POOL_PER_LEN: usize = 64;
 
 impl Pool {
     /// A buffer of `len` elements with unspecified contents.
@@ -696,8 +730,9 @@ fn exec(
             out,
             shape,
         } => {
+            let buffer = pool.get(shape.iter().product());
             let t = with2(slots, lhs, rhs, |x, w| {
-                fast::convolution(x, w, attrs, shape)
+                fast::convolution_into(x, w, attrs, shape, buffer)
             })?;
             slots[*out] = Some(Buf::F(t.data));
         }

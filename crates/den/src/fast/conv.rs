@@ -118,6 +118,7 @@ pub(crate) fn convolution<T: FastFloat>(
     rhs: &Tensor<T>,
     attrs: &ir::ConvAttrs,
     out_shape: &[usize],
+    buffer: Vec<T>,
 ) -> Tensor<T> {
     let d = &attrs.dims;
     let nsp = d.input_spatial.len();
@@ -228,7 +229,11 @@ pub(crate) fn convolution<T: FastFloat>(
 
     let result = match implicit_gemm(&plan, attrs) {
         Some(conv) => {
-            let mut out = vec![T::ZERO; plan.out_batch * plan.out_features * plan.out_plane()];
+            let len = plan.out_batch * plan.out_features * plan.out_plane();
+            let mut out = buffer;
+            if out.len() != len {
+                out = vec![T::ZERO; len];
+            }
             conv.run(&lhs_log, &rhs_log, &mut out);
             out
         }

@@ -47,7 +47,20 @@ pub fn convolution<T: FastFloat>(
     attrs: &ir::ConvAttrs,
     out_shape: &[usize],
 ) -> Tensor<T> {
-    conv::convolution(lhs, rhs, attrs, out_shape)
+    conv::convolution(lhs, rhs, attrs, out_shape, Vec::new())
+}
+
+/// [`convolution`] writing into `buffer` when the kernel can (its length is
+/// the result's and its contents are ignored): a caller that recycles buffers
+/// saves the fresh pages of a new result every call.
+pub fn convolution_into<T: FastFloat>(
+    lhs: &Tensor<T>,
+    rhs: &Tensor<T>,
+    attrs: &ir::ConvAttrs,
+    out_shape: &[usize],
+    buffer: Vec<T>,
+) -> Tensor<T> {
+    conv::convolution(lhs, rhs, attrs, out_shape, buffer)
 }
 
 /// `stablehlo.dot_general`; the result is laid out batch, lhs free, rhs free.
