@@ -40,19 +40,14 @@ pub(crate) fn eliminate_common_subexpressions(f: &Func) -> Func {
                 *v = r;
             }
         }
-        match key(&op) {
-            Some(k) => match seen.get(&k) {
-                Some(earlier) => {
-                    for (r, &e) in op.results.iter().zip(earlier) {
-                        rename.insert(r.0, e);
-                    }
-                    continue;
+        if let Some(k) = key(&op) {
+            if let Some(earlier) = seen.get(&k) {
+                for (r, &e) in op.results.iter().zip(earlier) {
+                    rename.insert(r.0, e);
                 }
-                None => {
-                    seen.insert(k, op.results.iter().map(|r| r.0).collect());
-                }
-            },
-            None => {}
+                continue;
+            }
+            seen.insert(k, op.results.iter().map(|r| r.0).collect());
         }
         ops.push(op);
     }
