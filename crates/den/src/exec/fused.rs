@@ -220,10 +220,22 @@ impl Program {
     /// Evaluates positions `start..start + len` (len ≤ CHUNK) into the
     /// registers; returns the index of the value register.
     #[inline(always)]
-    fn eval_chunk(&self, inputs: &[Input], start: usize, len: usize, regs: &mut [f32]) -> usize {
+    fn eval_chunk(
+        &self,
+        inputs: &[Input],
+        start: usize,
+        len: usize,
+        regs: &mut [f32],
+        mut dst: Option<&mut [f32]>,
+    ) -> usize {
+        let last = self.nodes.len() - 1;
         for (j, node) in self.nodes.iter().enumerate() {
             let (lo, hi) = regs.split_at_mut(j * CHUNK);
-            let out = &mut hi[..len];
+            // The value node writes straight into `dst` when given one.
+            let out = match dst.as_deref_mut() {
+                Some(d) if j == last => &mut d[..len],
+                _ => &mut hi[..len],
+            };
             // Operands that are plain loads are read straight from their
             // input: copying them into a register would be one more pass.
             let r = |k: usize| match self.nodes[k] {
@@ -232,7 +244,7 @@ impl Program {
             };
             match node {
                 // Only the value node needs its load in a register.
-                Node::Load(k) if j + 1 == self.nodes.len() => inputs[*k].read(start, out),
+                Node::Load(k) if j == last => inputs[*k].read(start, out),
                 Node::Load(_) => {}
                 Node::View(k, m) => m.gather(inputs[*k].whole(), start, out),
                 Node::Splat(x) => out.fill(*x),
@@ -261,9 +273,12 @@ impl Program {
                 }
             }
         }
-        let last = self.nodes.len() - 1;
         if self.fault != 0.0 {
-            for x in &mut regs[last * CHUNK..last * CHUNK + len] {
+            let value = match dst {
+                Some(d) => &mut d[..len],
+                None => &mut regs[last * CHUNK..last * CHUNK + len],
+            };
+            for x in value {
                 *x += self.fault;
             }
         }
@@ -293,18 +308,25 @@ impl Program {
     /// `out` must be valid for `len` writes; an input may alias it only when
     /// it is read element for element (`Load`), as position `i` is read
     /// before it is written.
-    pub unsafe fn run(&self, inputs: &[Input], out: *mut f32, len: usize, parallel: bool) {
+    pub unsafe fn run(
+        &self,
+        inputs: &[Input],
+        out: *mut f32,
+        len: usize,
+        parallel: bool,
+        in_place: bool,
+    ) {
         let out = SendPtr(out);
         let block = |lo: usize, hi: usize| {
             self.with_scratch(|regs| {
                 #[cfg(target_arch = "x86_64")]
                 if avx2() {
                     // SAFETY: the CPU has AVX2; forwarded contract, blocks disjoint.
-                    unsafe { self.write_block_avx2(inputs, out, lo, hi, regs) };
+                    unsafe { self.write_block_avx2(inputs, out, lo, hi, regs, in_place) };
                     return;
                 }
                 // SAFETY: forwarded contract; blocks are disjoint.
-                unsafe { self.write_block(inputs, out, lo, hi, regs) }
+                unsafe { self.write_block(inputs, out, lo, hi, regs, in_place) }
             })
         };
         let blocks = split(len, parallel);
@@ -327,15 +349,22 @@ impl Program {
         lo: usize,
         hi: usize,
         regs: &mut [f32],
+        in_place: bool,
     ) {
         let mut s = lo;
         while s < hi {
             let n = CHUNK.min(hi - s);
-            let v = self.eval_chunk(inputs, s, n, regs);
-            // SAFETY: positions s..s+n are inside 0..len, disjoint between
-            // blocks, and every read of them in this chunk is done.
+            // SAFETY: positions s..s+n are inside 0..len and disjoint between
+            // blocks.
             let dst = unsafe { std::slice::from_raw_parts_mut(out.get().add(s), n) };
-            dst.copy_from_slice(&regs[v * CHUNK..v * CHUNK + n]);
+            if in_place {
+                // An input shares the output's buffer: finish reading it
+                // before the value is written.
+                let v = self.eval_chunk(inputs, s, n, regs, None);
+                dst.copy_from_slice(&regs[v * CHUNK..v * CHUNK + n]);
+            } else {
+                self.eval_chunk(inputs, s, n, regs, Some(dst));
+            }
             s += n;
         }
     }
@@ -353,9 +382,10 @@ impl Program {
         lo: usize,
         hi: usize,
         regs: &mut [f32],
+        in_place: bool,
     ) {
         // SAFETY: forwarded contract.
-        unsafe { self.write_block(inputs, out, lo, hi, regs) }
+        unsafe { self.write_block(inputs, out, lo, hi, regs, in_place) }
     }
 
     /// [`Program::reduce_block`] compiled for AVX2.
@@ -390,7 +420,7 @@ impl Program {
         let mut s = lo;
         while s < hi {
             let n = CHUNK.min(hi - s);
-            let v = self.eval_chunk(inputs, s, n, regs);
+            let v = self.eval_chunk(inputs, s, n, regs, None);
             map.accumulate(acc, s, &regs[v * CHUNK..v * CHUNK + n]);
             s += n;
         }

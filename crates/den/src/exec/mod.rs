@@ -701,7 +701,7 @@ fn exec(
                 // SAFETY: `buf` holds `len` elements; the only input that may
                 // alias it is the in-place one, which the compiler chose only
                 // when the program reads it element for element.
-                unsafe { prog.run(&ins, buf.as_mut_ptr(), *len, parallel) };
+                unsafe { prog.run(&ins, buf.as_mut_ptr(), *len, parallel, alias.is_some()) };
             }
             slots[*out] = Some(Buf::F(std::mem::take(&mut buf)));
         }
