@@ -329,3 +329,57 @@ fn random_modules_agree_with_eval_func() {
         }
     }
 }
+
+/// Two sibling reductions (Σx and Σx·y over the same dimensions), adjacent or
+/// separated by a max-reduction (a step of another kind) that keeps them apart.
+fn sibling_reductions(apart: bool) -> String {
+    let between = if apart {
+        "%s = stablehlo.reduce(%x init: %c) applies stablehlo.maximum across dimensions = [0, 2, 3] : (tensor<4x6x40x40xf32>, tensor<f32>) -> tensor<6xf32>\n    %t = stablehlo.add %s, %0 : tensor<6xf32>"
+    } else {
+        "%t = stablehlo.multiply %0, %0 : tensor<6xf32>"
+    };
+    format!(
+        r#"module {{
+  func.func public @main(%x: tensor<4x6x40x40xf32>, %y: tensor<4x6x40x40xf32>) -> (tensor<6xf32>, tensor<6xf32>, tensor<6xf32>) {{
+    %c = stablehlo.constant dense<0.000000e+00> : tensor<f32>
+    %0 = stablehlo.reduce(%x init: %c) applies stablehlo.add across dimensions = [0, 2, 3] : (tensor<4x6x40x40xf32>, tensor<f32>) -> tensor<6xf32>
+    {between}
+    %p = stablehlo.multiply %x, %y : tensor<4x6x40x40xf32>
+    %1 = stablehlo.reduce(%p init: %c) applies stablehlo.add across dimensions = [0, 2, 3] : (tensor<4x6x40x40xf32>, tensor<f32>) -> tensor<6xf32>
+    return %0, %1, %t : tensor<6xf32>, tensor<6xf32>, tensor<6xf32>
+  }}
+}}
+"#
+    )
+}
+
+#[test]
+fn sibling_reductions_share_one_pass_with_unchanged_sums() {
+    let ty = TensorType::new(vec![4, 6, 40, 40], ElemType::F32);
+    let inputs = random_inputs(&[ty.clone(), ty], 7);
+    let run = |apart: bool| {
+        let m = ir::parse::parse_module(&sibling_reductions(apart), "siblings.mlir").unwrap();
+        let mut plan = Plan::compile(&m, "main").unwrap();
+        let reductions = plan
+            .listing()
+            .iter()
+            .filter(|l| l.contains("fused(reduce)"))
+            .count();
+        (reductions, plan.run(inputs.clone()).unwrap())
+    };
+    let (merged, a) = run(false);
+    let (separate, b) = run(true);
+    assert_eq!((merged, separate), (1, 2), "the adjacent pair is one step");
+    for (x, y) in a.iter().zip(&b).take(2) {
+        let (x, y) = (x.as_float().unwrap(), y.as_float().unwrap());
+        assert!(
+            x.data
+                .iter()
+                .zip(&y.data)
+                .all(|(p, q)| p.to_bits() == q.to_bits()),
+            "merged sums differ: {:?} vs {:?}",
+            x.data,
+            y.data
+        );
+    }
+}

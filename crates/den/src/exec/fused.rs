@@ -63,7 +63,7 @@ impl ViewSpec {
 }
 
 /// A [`ViewSpec`] in merged form, ready to walk.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub(crate) struct Merged {
     dims: Vec<(usize, isize)>,
     base: isize,
@@ -199,6 +199,26 @@ pub(crate) struct Program {
     pub nodes: Vec<Node>,
     /// Test hook: added to every element of the program's value.
     pub fault: f32,
+}
+
+impl Node {
+    /// The node in a program whose nodes moved up by `shift` and whose input
+    /// `k` became input `remap[k]`.
+    pub fn shifted(&self, shift: usize, remap: &[usize]) -> Node {
+        let n = |k: &usize| k + shift;
+        match self {
+            Node::Load(k) => Node::Load(remap[*k]),
+            Node::View(k, m) => Node::View(remap[*k], m.clone()),
+            Node::Splat(x) => Node::Splat(*x),
+            Node::Unary(u, a) => Node::Unary(*u, n(a)),
+            Node::Binary(b, a, c) => Node::Binary(*b, n(a), n(c)),
+            Node::Compare(d, t, a, c) => Node::Compare(*d, *t, n(a), n(c)),
+            Node::Select(p, t, f) => Node::Select(n(p), n(t), n(f)),
+            Node::Clamp(l, x, h) => Node::Clamp(n(l), n(x), n(h)),
+            Node::Round(e, a) => Node::Round(*e, n(a)),
+            Node::NotZero(a) => Node::NotZero(n(a)),
+        }
+    }
 }
 
 impl Program {
@@ -398,71 +418,88 @@ impl Program {
         &self,
         inputs: &[Input],
         map: &Merged,
-        acc: &mut [f32],
+        values: &[usize],
+        accs: &mut [Vec<f32>],
         lo: usize,
         hi: usize,
         regs: &mut [f32],
     ) {
-        self.reduce_block(inputs, map, acc, lo, hi, regs)
+        self.reduce_block(inputs, map, values, accs, lo, hi, regs)
     }
 
-    /// Positions `lo..hi` of [`Program::reduce`], accumulated into `acc`.
+    /// Positions `lo..hi` of [`Program::reduce`], accumulated into `accs`.
     #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
     fn reduce_block(
         &self,
         inputs: &[Input],
         map: &Merged,
-        acc: &mut [f32],
+        values: &[usize],
+        accs: &mut [Vec<f32>],
         lo: usize,
         hi: usize,
         regs: &mut [f32],
     ) {
+        let last = self.nodes.len() - 1;
         let mut s = lo;
         while s < hi {
             let n = CHUNK.min(hi - s);
-            let v = self.eval_chunk(inputs, s, n, regs, None);
-            map.accumulate(acc, s, &regs[v * CHUNK..v * CHUNK + n]);
+            self.eval_chunk(inputs, s, n, regs, None);
+            for (&k, acc) in values.iter().zip(accs.iter_mut()) {
+                // A plain load that is not the last node was read in place,
+                // not into its register.
+                let v = match self.nodes[k] {
+                    Node::Load(i) if k != last => inputs[i].slice(s, n),
+                    _ => &regs[k * CHUNK..k * CHUNK + n],
+                };
+                map.accumulate(acc, s, v);
+            }
             s += n;
         }
     }
 
-    /// Adds the program's value at positions `0..len` into `acc` through `map`
-    /// (a reduction: reduced dimensions have stride 0).
+    /// Adds the values of nodes `values` at positions `0..len` into `accs`
+    /// (one per value) through `map` (a reduction: reduced dimensions have
+    /// stride 0). Several values share one pass over the inputs; each is
+    /// summed in the same blocks and order as it would be alone.
     pub fn reduce(
         &self,
         inputs: &[Input],
         map: &Merged,
-        acc: &mut [f32],
+        values: &[usize],
+        accs: &mut [Vec<f32>],
         len: usize,
         parallel: bool,
     ) {
-        let block = |lo: usize, hi: usize, acc: &mut [f32]| {
+        let block = |lo: usize, hi: usize, accs: &mut [Vec<f32>]| {
             self.with_scratch(|regs| {
                 #[cfg(target_arch = "x86_64")]
                 if avx2() {
                     // SAFETY: the CPU has AVX2.
-                    unsafe { self.reduce_block_avx2(inputs, map, acc, lo, hi, regs) };
+                    unsafe { self.reduce_block_avx2(inputs, map, values, accs, lo, hi, regs) };
                     return;
                 }
-                self.reduce_block(inputs, map, acc, lo, hi, regs)
+                self.reduce_block(inputs, map, values, accs, lo, hi, regs)
             })
         };
         let blocks = split(len, parallel);
         if blocks.len() == 1 {
-            block(0, len, acc);
+            block(0, len, accs);
             return;
         }
-        let partials: Vec<Vec<f32>> = blocks
+        let partials: Vec<Vec<Vec<f32>>> = blocks
             .par_iter()
             .map(|&(lo, hi)| {
-                let mut a = vec![0.0; acc.len()];
+                let mut a: Vec<Vec<f32>> = accs.iter().map(|acc| vec![0.0; acc.len()]).collect();
                 block(lo, hi, &mut a);
                 a
             })
             .collect();
         for p in partials {
-            for (a, x) in acc.iter_mut().zip(p) {
-                *a += x;
+            for (acc, part) in accs.iter_mut().zip(p) {
+                for (a, x) in acc.iter_mut().zip(part) {
+                    *a += x;
+                }
             }
         }
     }

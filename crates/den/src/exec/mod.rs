@@ -217,9 +217,13 @@ impl Plan {
                         prog,
                         inputs,
                         len,
-                        out,
+                        outs,
                         ..
-                    } => format!("len {len} {inputs:?} -> {out}: {:?}", prog.nodes),
+                    } => format!(
+                        "len {len} {inputs:?} -> {:?}: {:?}",
+                        outs.iter().map(|o| (o.slot, o.node)).collect::<Vec<_>>(),
+                        prog.nodes
+                    ),
                     k => format!("{:?} -> {:?}", k.reads(), k.writes()),
                 };
                 format!("{i:4} {:<36} {detail}", st.label)
@@ -330,6 +334,15 @@ struct Step {
     kind: Kind,
 }
 
+/// One output of a [`Kind::Reduce`]: its slot, initial value and the program
+/// node it sums.
+#[derive(Clone, Copy)]
+struct ReduceOut {
+    slot: usize,
+    init: Init,
+    node: usize,
+}
+
 enum Kind {
     Const {
         out: usize,
@@ -343,13 +356,14 @@ enum Kind {
         /// An input whose buffer dies here and may become the output.
         in_place: Option<usize>,
     },
+    /// Add-reductions over the same positions into the same output shape,
+    /// one pass for all (siblings merged by [`merge_sibling_reductions`]).
     Reduce {
         prog: Program,
         inputs: Vec<usize>,
-        out: usize,
+        outs: Vec<ReduceOut>,
         len: usize,
         map: Merged,
-        init: Init,
         out_len: usize,
     },
     Conv {
@@ -415,9 +429,11 @@ impl Kind {
         match self {
             Kind::Const { .. } => vec![],
             Kind::Loop { inputs, .. } => inputs.clone(),
-            Kind::Reduce {
-                inputs, init: i, ..
-            } => [inputs.clone(), init(i)].concat(),
+            Kind::Reduce { inputs, outs, .. } => inputs
+                .iter()
+                .copied()
+                .chain(outs.iter().flat_map(|o| init(&o.init)))
+                .collect(),
             Kind::Conv { lhs, rhs, .. } | Kind::Dot { lhs, rhs, .. } => vec![lhs.0, rhs.0],
             Kind::ReduceFold { input, init: i, .. } | Kind::Window { input, init: i, .. } => {
                 [vec![input.0], init(i)].concat()
@@ -436,12 +452,12 @@ impl Kind {
         match self {
             Kind::Const { out, .. }
             | Kind::Loop { out, .. }
-            | Kind::Reduce { out, .. }
             | Kind::Conv { out, .. }
             | Kind::Dot { out, .. }
             | Kind::ReduceFold { out, .. }
             | Kind::Window { out, .. }
             | Kind::Scatter { out, .. } => vec![*out],
+            Kind::Reduce { outs, .. } => outs.iter().map(|o| o.slot).collect(),
             Kind::Generic { results, .. } => results.clone(),
         }
     }
@@ -708,20 +724,25 @@ fn exec(
         Kind::Reduce {
             prog,
             inputs,
-            out,
+            outs,
             len,
             map,
-            init,
             out_len,
         } => {
-            let init = init_value(slots, *init)?;
-            let mut acc = pool.get(*out_len);
-            acc.fill(init);
+            let mut accs = Vec::with_capacity(outs.len());
+            for o in outs {
+                let mut acc = pool.get(*out_len);
+                acc.fill(init_value(slots, o.init)?);
+                accs.push(acc);
+            }
+            let values: Vec<usize> = outs.iter().map(|o| o.node).collect();
             {
                 let ins = loop_inputs(slots, inputs, None)?;
-                prog.reduce(&ins, map, &mut acc, *len, parallel);
+                prog.reduce(&ins, map, &values, &mut accs, *len, parallel);
             }
-            slots[*out] = Some(Buf::F(acc));
+            for (o, acc) in outs.iter().zip(accs) {
+                slots[o.slot] = Some(Buf::F(acc));
+            }
         }
         Kind::Conv {
             lhs,
@@ -1033,7 +1054,8 @@ impl<'f> Builder<'f> {
     }
 
     /// Liveness: which slots die after which step, and in-place outputs.
-    fn finish(self) -> Compiled {
+    fn finish(mut self) -> Compiled {
+        self.steps = merge_sibling_reductions(std::mem::take(&mut self.steps));
         let n = self.root.len();
         let mut last: Vec<Option<usize>> = vec![None; n];
         for (i, s) in self.steps.iter().enumerate() {
@@ -1512,13 +1534,17 @@ impl<'f> Builder<'f> {
                     .merged();
                     let (prog, inputs) = lower(&e);
                     let flops = ((prog.op_count() + 1) * len) as u64;
+                    let node = prog.nodes.len() - 1;
                     let kind = Kind::Reduce {
                         prog,
                         inputs,
-                        out,
+                        outs: vec![ReduceOut {
+                            slot: out,
+                            init,
+                            node,
+                        }],
                         len,
                         map,
-                        init,
                         out_len: rshape.iter().product(),
                     };
                     self.push(op, "fused(reduce)", flops, kind);
@@ -1809,6 +1835,85 @@ fn ints(d: &DenseData) -> Vec<i64> {
 }
 
 /// An expression as a register program over distinct input slots.
+/// Adjacent add-reductions over the same positions into the same shape,
+/// where the later does not read what the earlier writes, become one step:
+/// their programs side by side over the union of their inputs, each value
+/// summed as before (bit-identical), the inputs read once. The batch-BN
+/// backward takes Σdy and Σdy·x̂, then Σγdy and Σx̂·γdy, back to back.
+fn merge_sibling_reductions(steps: Vec<Step>) -> Vec<Step> {
+    let mut out: Vec<Step> = Vec::with_capacity(steps.len());
+    for step in steps {
+        if let Some(prev) = out.last_mut() {
+            if let Some(merged) = merge_reductions(prev, &step) {
+                prev.kind = merged;
+                prev.flops += step.flops;
+                continue;
+            }
+        }
+        out.push(step);
+    }
+    out
+}
+
+/// The two reductions as one, when they can share a pass.
+fn merge_reductions(a: &Step, b: &Step) -> Option<Kind> {
+    let (
+        Kind::Reduce {
+            prog: pa,
+            inputs: ia,
+            outs: oa,
+            len: la,
+            map: ma,
+            out_len: na,
+        },
+        Kind::Reduce {
+            prog: pb,
+            inputs: ib,
+            outs: ob,
+            len: lb,
+            map: mb,
+            out_len: nb,
+        },
+    ) = (&a.kind, &b.kind)
+    else {
+        return None;
+    };
+    let written: Vec<usize> = oa.iter().map(|o| o.slot).collect();
+    if la != lb || na != nb || ma != mb || b.kind.reads().iter().any(|r| written.contains(r)) {
+        return None;
+    }
+    let mut inputs = ia.clone();
+    let remap: Vec<usize> = ib
+        .iter()
+        .map(|s| match inputs.iter().position(|t| t == s) {
+            Some(k) => k,
+            None => {
+                inputs.push(*s);
+                inputs.len() - 1
+            }
+        })
+        .collect();
+    let shift = pa.nodes.len();
+    let mut nodes = pa.nodes.clone();
+    nodes.extend(pb.nodes.iter().map(|n| n.shifted(shift, &remap)));
+    let mut outs = oa.clone();
+    outs.extend(ob.iter().map(|o| ReduceOut {
+        node: o.node + shift,
+        ..*o
+    }));
+    Some(Kind::Reduce {
+        prog: Program {
+            nodes,
+            fault: pa.fault + pb.fault,
+        },
+        inputs,
+        outs,
+        len: *la,
+        map: ma.clone(),
+        out_len: *na,
+    })
+}
+
 fn lower(e: &Rc<Expr>) -> (Program, Vec<usize>) {
     fn go(e: &Expr, nodes: &mut Vec<Node>, inputs: &mut Vec<usize>) -> usize {
         let mut input = |s: usize| {
