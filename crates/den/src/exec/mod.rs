@@ -1245,6 +1245,39 @@ impl<'f> Builder<'f> {
         Some(Init::Slot(self.root[v.index()]))
     }
 
+    /// `v` as a transpose of a whole materialised slot: the slot, its own
+    /// shape, and for each dimension of `v` the slot dimension it is. None for
+    /// any other view (broadcast, reversal, slice) or a computed value.
+    fn permuted_slot(&self, v: ValueId) -> Option<(usize, Vec<usize>, Vec<usize>)> {
+        let Def::Pending(e) = &self.defs[v.index()] else {
+            return None;
+        };
+        let Expr::View(slot, spec) = &**e else {
+            return None;
+        };
+        let rank = spec.shape.len();
+        if spec.base != 0 || spec.strides.iter().any(|&st| st <= 0) {
+            return None;
+        }
+        // Slot dimensions in memory order: the view's dimensions by stride.
+        let mut order: Vec<usize> = (0..rank).collect();
+        order.sort_by_key(|&d| std::cmp::Reverse(spec.strides[d]));
+        let shape: Vec<usize> = order.iter().map(|&d| spec.shape[d]).collect();
+        let row_major = crate::tensor::row_major_strides(&shape);
+        if order
+            .iter()
+            .zip(&row_major)
+            .any(|(&d, &st)| spec.strides[d] != st as isize)
+        {
+            return None;
+        }
+        let mut q = vec![0; rank];
+        for (phys, &d) in order.iter().enumerate() {
+            q[d] = phys;
+        }
+        Some((*slot, shape, q))
+    }
+
     fn mat_operand(&mut self, v: ValueId) -> Option<(usize, Vec<usize>)> {
         self.materialize(v)?;
         Some((self.root[v.index()], shape_of(self.ty(v)?)))
@@ -1443,10 +1476,35 @@ impl<'f> Builder<'f> {
                 {
                     return Some(false);
                 }
-                let (lhs, rhs) = (
-                    self.mat_operand(op.operands[0])?,
-                    self.mat_operand(op.operands[1])?,
-                );
+                // Transposed operands are read in place: the transpose goes
+                // into the dimension numbers (the weight-VJP's xᵀ and dyᵀ
+                // would otherwise be copied every step).
+                let mut a = a.clone();
+                let lhs = match self.permuted_slot(op.operands[0]) {
+                    Some((slot, shape, q)) => {
+                        let d = &mut a.dims;
+                        d.input_batch = q[d.input_batch as usize] as i64;
+                        d.input_feature = q[d.input_feature as usize] as i64;
+                        for x in &mut d.input_spatial {
+                            *x = q[*x as usize] as i64;
+                        }
+                        (slot, shape)
+                    }
+                    None => self.mat_operand(op.operands[0])?,
+                };
+                let rhs = match self.permuted_slot(op.operands[1]) {
+                    Some((slot, shape, q)) => {
+                        let d = &mut a.dims;
+                        d.kernel_output_feature = q[d.kernel_output_feature as usize] as i64;
+                        d.kernel_input_feature = q[d.kernel_input_feature as usize] as i64;
+                        for x in &mut d.kernel_spatial {
+                            *x = q[*x as usize] as i64;
+                        }
+                        (slot, shape)
+                    }
+                    None => self.mat_operand(op.operands[1])?,
+                };
+                let a = &a;
                 let o = rhs
                     .1
                     .get(a.dims.kernel_output_feature.max(0) as usize)
