@@ -476,6 +476,131 @@ fn permuted_dimension_numbers() {
     check(&c, 1101);
 }
 
+/// The weight-VJP as the executor passes it: `x [N, C, H, W]` and `dy [N, O,
+/// H, W]` untransposed, with dimension numbers that swap batch and feature
+/// (lhs `input_batch = 1, input_feature = 0`; rhs `kernel_output_feature = 1,
+/// kernel_input_feature = 0`), result `[O, C, 3, 3]` (or `[C, O, 3, 3]` with
+/// `out_nchw`).
+fn nchw_weight_vjp(batch: usize, c: usize, o: usize, hw: [usize; 2], out_nchw: bool) -> Case {
+    let mut case = step_weight_vjp(batch, c, o, hw);
+    case.lhs_layout = [1, 0, 2, 3];
+    case.rhs_layout = [1, 0, 2, 3];
+    case.out_layout = if out_nchw { NCHW } else { [1, 0, 2, 3] };
+    case
+}
+
+#[test]
+fn weight_vjp_on_untransposed_operands_at_step_shapes() {
+    // Row-parallel (short reductions) and reduction-sliced (long) paths, both
+    // result layouts.
+    for (i, &(batch, c, o, hw)) in [
+        (2, 16, 16, [7, 5]),
+        (3, 5, 3, [5, 8]),
+        (8, 3, 5, [16, 16]),
+        (16, 16, 32, [16, 16]),
+        (32, 3, 16, [32, 32]),
+        (32, 16, 16, [32, 32]),
+        (32, 16, 32, [8, 8]),
+        (32, 32, 32, [4, 4]),
+    ]
+    .iter()
+    .enumerate()
+    {
+        check(&nchw_weight_vjp(batch, c, o, hw, false), 1150 + i as u64);
+        check(&nchw_weight_vjp(batch, c, o, hw, true), 1170 + i as u64);
+    }
+}
+
+#[test]
+fn forward_and_input_vjp_with_swapped_leading_dimensions() {
+    // lhs given as [C, N, H, W]; the input-VJP's kernel given as the forward's
+    // [O, I, 3, 3] weights read with kernel_output_feature = 1 (reversed: the
+    // kernel is copied) and the same without reversal (read in place).
+    for (i, &(batch, c, o, hw)) in [(2, 16, 16, [7, 5]), (7, 3, 5, [7, 5]), (32, 16, 32, [8, 8])]
+        .iter()
+        .enumerate()
+    {
+        let mut case = step_forward(batch, c, o, hw);
+        case.lhs_layout = [1, 0, 2, 3];
+        check(&case, 1190 + i as u64);
+        let mut case = step_forward(batch, o, c, hw);
+        case.rhs_layout = [1, 0, 2, 3];
+        check(&case, 1195 + i as u64);
+        case.reversal = [true, true];
+        check(&case, 1198 + i as u64);
+    }
+}
+
+/// `fast::convolution` (f32) of a case whose operands are given in their
+/// physical layouts, and of the same operands first transposed to NCHW / OIHW
+/// (result layout unchanged).
+fn swapped_and_transposed(case: &Case, seed: u64) -> (Vec<u32>, Vec<u32>) {
+    let (lhs, rhs) = operands(case, seed);
+    let oshape = physical(case.out_logical(), case.out_layout);
+    let tensor = |logical: [usize; 4], layout: [usize; 4], vals: &[f64]| {
+        Tensor::new(
+            physical(logical, layout),
+            vals.iter().map(|&v| v as f32).collect(),
+        )
+    };
+    let to_logical = |logical: [usize; 4], layout: [usize; 4], vals: &[f64]| {
+        let mut out = vec![0.0; vals.len()];
+        let mut flat = 0;
+        for a in 0..logical[0] {
+            for b in 0..logical[1] {
+                for y in 0..logical[2] {
+                    for x in 0..logical[3] {
+                        out[flat] = vals[offset([a, b, y, x], logical, layout)];
+                        flat += 1;
+                    }
+                }
+            }
+        }
+        out
+    };
+    let (ll, rl) = (case.lhs_logical(), case.rhs_logical());
+    let given = fast::convolution(
+        &tensor(ll, case.lhs_layout, &lhs),
+        &tensor(rl, case.rhs_layout, &rhs),
+        &case.attrs(),
+        &oshape,
+    );
+    let mut nchw = case.clone();
+    nchw.lhs_layout = NCHW;
+    nchw.rhs_layout = NCHW;
+    let copied = fast::convolution(
+        &tensor(ll, NCHW, &to_logical(ll, case.lhs_layout, &lhs)),
+        &tensor(rl, NCHW, &to_logical(rl, case.rhs_layout, &rhs)),
+        &nchw.attrs(),
+        &oshape,
+    );
+    let bits = |t: &Tensor<f32>| t.data.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+    (bits(&given), bits(&copied))
+}
+
+#[test]
+fn strided_operands_give_the_bits_of_transposed_copies() {
+    // Reading the swapped leading dimensions in place sums in the same order as
+    // on transposed copies: identical bits, on both implicit-GEMM paths.
+    for (i, case) in [
+        nchw_weight_vjp(32, 16, 16, [32, 32], false),
+        nchw_weight_vjp(2, 5, 3, [5, 8], true),
+        {
+            let mut c = step_forward(7, 3, 5, [7, 5]);
+            c.lhs_layout = [1, 0, 2, 3];
+            c.rhs_layout = [1, 0, 2, 3];
+            c
+        },
+    ]
+    .iter()
+    .enumerate()
+    {
+        let (given, copied) = swapped_and_transposed(case, 1210 + i as u64);
+        assert_eq!(given.len(), copied.len());
+        assert!(given == copied, "case {case:?}");
+    }
+}
+
 #[test]
 fn sliced_reduction_does_not_depend_on_the_thread_count() {
     let case = step_weight_vjp(16, 16, 32, [16, 16]);

@@ -414,6 +414,7 @@ impl Program {
     /// The CPU has AVX2.
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2")]
+    #[allow(clippy::too_many_arguments)]
     unsafe fn reduce_block_avx2(
         &self,
         inputs: &[Input],

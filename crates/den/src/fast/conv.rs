@@ -1,7 +1,11 @@
 //! Fast `stablehlo.convolution` (f32/f64): operands are permuted to an internal
 //! `[batch, feature, spatial…]` / `[out_feature, in_feature, spatial…]` layout
 //! (window reversal applied to the kernel), computed by one of these paths, and
-//! the `[batch, feature, spatial…]` result is permuted to the requested layout:
+//! the `[batch, feature, spatial…]` result is permuted to the requested layout
+//! (no copy when it is that layout). The implicit-GEMM path skips the operand
+//! permutes when only the two leading dimensions are swapped (it reads them
+//! through strides), so the weight-VJP on untransposed NCHW tensors copies
+//! neither operand:
 //!
 //! * implicit GEMM (`implicit.rs`): every ungrouped convolution without lhs
 //!   dilation and with a non-pointwise kernel — all three forms of a train
@@ -24,6 +28,7 @@ use super::gemm::{matmul, matmul_add, MatRef};
 use super::implicit::ImplicitConv;
 use super::layout::{dim_index, permute, WindowTable};
 use crate::tensor::{row_major_strides, Tensor};
+use std::borrow::Cow;
 
 /// Geometry of one convolution in the internal layout.
 struct ConvPlan {
@@ -219,25 +224,50 @@ pub(crate) fn convolution<T: FastFloat>(
         0
     );
 
-    let lhs_log = permute(&lhs.data, &lhs.shape, &lhs_perm);
-    let rhs_log = permute(&rhs.data, &rhs.shape, &rhs_perm);
-    let rhs_log = if attrs.window_reversal.iter().any(|&r| r) {
-        std::borrow::Cow::Owned(reverse_kernel(&rhs_log, &plan, &attrs.window_reversal))
-    } else {
-        rhs_log
+    let reversed = attrs.window_reversal.iter().any(|&r| r);
+    // The kernel in the logical layout, window reversal applied.
+    let rhs_logical = || {
+        let rhs_log = permute(&rhs.data, &rhs.shape, &rhs_perm);
+        if reversed {
+            Cow::Owned(reverse_kernel(&rhs_log, &plan, &attrs.window_reversal))
+        } else {
+            rhs_log
+        }
     };
 
     let result = match implicit_gemm(&plan, attrs) {
-        Some(conv) => {
+        Some(mut conv) => {
+            // The implicit kernel reads the two leading dimensions of each
+            // operand through strides: no copy when only those are swapped (the
+            // weight-VJP's xᵀ and dyᵀ given as NCHW tensors). A reversed kernel
+            // is still copied (it is small: the forward's weights).
+            let lhs_op = match leading_strides(&lhs.shape, &lhs_perm) {
+                Some(strides) => {
+                    conv.lhs_strides = strides;
+                    Cow::Borrowed(&lhs.data[..])
+                }
+                None => permute(&lhs.data, &lhs.shape, &lhs_perm),
+            };
+            let rhs_op = match leading_strides(&rhs.shape, &rhs_perm).filter(|_| !reversed) {
+                Some(strides) => {
+                    conv.rhs_strides = strides;
+                    Cow::Borrowed(&rhs.data[..])
+                }
+                None => rhs_logical(),
+            };
             let len = plan.out_batch * plan.out_features * plan.out_plane();
             let mut out = buffer;
             if out.len() != len {
                 out = vec![T::ZERO; len];
             }
-            conv.run(&lhs_log, &rhs_log, &mut out);
+            conv.run(&lhs_op, &rhs_op, &mut out);
             out
         }
-        None => compute(&plan, &lhs_log, &rhs_log),
+        None => compute(
+            &plan,
+            &permute(&lhs.data, &lhs.shape, &lhs_perm),
+            &rhs_logical(),
+        ),
     };
 
     // Internal [batch, feature, spatial…] → requested layout: output dimension
@@ -252,10 +282,21 @@ pub(crate) fn convolution<T: FastFloat>(
     }
     let data = match permute(&result, &internal_shape, &to_out) {
         // Already in the requested layout: hand over the buffer without a copy.
-        std::borrow::Cow::Borrowed(_) => result,
-        std::borrow::Cow::Owned(v) => v,
+        Cow::Borrowed(_) => result,
+        Cow::Owned(v) => v,
     };
     Tensor::new(out_shape.to_vec(), data)
+}
+
+/// Element strides of the two leading logical dimensions of an operand whose
+/// logical dimension `j` is physical dimension `perm[j]`, when its logical
+/// spatial dimensions are its trailing physical ones in order (so only the two
+/// leading dimensions may be swapped); otherwise `None`.
+fn leading_strides(shape: &[usize], perm: &[usize]) -> Option<[usize; 2]> {
+    let trailing = perm.iter().enumerate().skip(2).all(|(j, &d)| d == j);
+    let leading = matches!(perm[..2], [0, 1] | [1, 0]);
+    let strides = row_major_strides(shape);
+    (trailing && leading).then(|| [strides[perm[0]], strides[perm[1]]])
 }
 
 /// The implicit-GEMM kernel serves the ungrouped convolutions without lhs
@@ -274,6 +315,7 @@ const IMPLICIT_GEMM_ENABLED: bool = true;
 fn implicit_gemm<'a>(plan: &'a ConvPlan, attrs: &ir::ConvAttrs) -> Option<ImplicitConv<'a>> {
     let nsp = plan.kernel_spatial.len();
     let get = |v: &[i64], s: usize| v.get(s).copied().unwrap_or(1);
+    let kernel_taps = plan.kernel_size();
     let eligible = IMPLICIT_GEMM_ENABLED
         && nsp > 0
         && plan.batch_groups == 1
@@ -298,6 +340,10 @@ fn implicit_gemm<'a>(plan: &'a ConvPlan, attrs: &ir::ConvAttrs) -> Option<Implic
         padding: (0..nsp)
             .map(|s| attrs.padding.get(s).copied().unwrap_or((0, 0)))
             .collect(),
+        // The logical layouts; `convolution` sets the strides of operands it
+        // does not permute.
+        lhs_strides: [plan.in_features * plan.in_plane(), plan.in_plane()],
+        rhs_strides: [plan.in_features * kernel_taps, kernel_taps],
     })
 }
 

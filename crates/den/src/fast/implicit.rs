@@ -31,9 +31,13 @@ use rayon::prelude::*;
 use super::float::FastFloat;
 use crate::tensor::row_major_strides;
 
-/// One ungrouped convolution in the internal layout: input `[batch][in_features]
-/// [in_spatial…]`, kernel `[out_features][in_features][kernel_spatial…]` (window
-/// reversal already applied), result `[batch][out_features][out_spatial…]`.
+/// One ungrouped convolution: input `[batch][in_features][in_spatial…]`, kernel
+/// `[out_features][in_features][kernel_spatial…]` (window reversal already
+/// applied), result `[batch][out_features][out_spatial…]`. The two leading
+/// dimensions of each operand are read through strides, so an operand whose
+/// physical layout swaps them (the weight-VJP's `xᵀ` and `dyᵀ` given as the
+/// untransposed NCHW tensors) needs no copy; the spatial dimensions are the
+/// trailing ones, row-major, in both operands.
 pub(crate) struct ImplicitConv<'a> {
     pub batch: usize,
     pub in_features: usize,
@@ -44,6 +48,12 @@ pub(crate) struct ImplicitConv<'a> {
     pub strides: Vec<usize>,
     pub rhs_dilation: Vec<usize>,
     pub padding: Vec<(i64, i64)>,
+    /// Element strides of the input's batch and feature dimensions (logical
+    /// layout: `[in_features · in_plane, in_plane]`).
+    pub lhs_strides: [usize; 2],
+    /// Element strides of the kernel's output- and input-feature dimensions
+    /// (logical layout: `[in_features · taps, taps]`).
+    pub rhs_strides: [usize; 2],
 }
 
 /// Output positions per row-parallel task (rounded up to whole examples).
@@ -224,7 +234,7 @@ impl ImplicitConv<'_> {
 
         let opad = self.out_features.div_ceil(U::NV) * U::NV;
         with_scratch(channels * taps * opad, |v: &mut [U]| {
-            pack_kernel(rhs, self.out_features, channels * taps, opad, v);
+            pack_kernel(rhs, self.out_features, self.rhs_strides, taps, opad, v);
             self.run_packed(lhs, v, out, &padded, &tap_offsets, &origin, opad);
         });
     }
@@ -332,7 +342,8 @@ impl ImplicitConv<'_> {
 /// offset `max(pad_low, 0)` of a zero plane of the padded extents (negative
 /// padding is applied by the row origins, which skip the cropped elements).
 struct PlaneCopier {
-    in_features: usize,
+    /// Element strides of the input's batch and feature dimensions.
+    strides: [usize; 2],
     in_plane: usize,
     plane: usize,
     row_len: usize,
@@ -362,7 +373,7 @@ impl PlaneCopier {
             })
             .collect();
         PlaneCopier {
-            in_features: conv.in_features,
+            strides: conv.lhs_strides,
             in_plane,
             plane: padded.iter().product(),
             row_len,
@@ -383,7 +394,7 @@ impl PlaneCopier {
     ) {
         for (bi, b) in examples.enumerate() {
             for (ci, c) in chans.clone().enumerate() {
-                let src = &lhs[(b * self.in_features + c) * self.in_plane..][..self.in_plane];
+                let src = &lhs[b * self.strides[0] + c * self.strides[1]..][..self.in_plane];
                 let dst = &mut x[(bi * stride_chans + ci) * self.plane..][..self.plane];
                 dst.fill(U::ZERO);
                 for (&at, row) in self
@@ -398,8 +409,17 @@ impl PlaneCopier {
     }
 }
 
-/// The kernel `[o][k]` as `V[k][opad]` (output features padded with zeros), into `v`.
-fn pack_kernel<U: FastFloat>(rhs: &[U], o: usize, k: usize, opad: usize, v: &mut [U]) {
+/// The kernel as `V[k][opad]` with `k = (c, t)` (output features padded with
+/// zeros), into `v`: element `(o, c, t)` is read at `o · strides[0] + c ·
+/// strides[1] + t`, `t` ranging over the `taps` contiguous kernel offsets.
+fn pack_kernel<U: FastFloat>(
+    rhs: &[U],
+    o: usize,
+    strides: [usize; 2],
+    taps: usize,
+    opad: usize,
+    v: &mut [U],
+) {
     // Blocks of the reduction keep the written lines of V in cache while every
     // output feature's row is read.
     const BLOCK: usize = 256;
@@ -412,9 +432,16 @@ fn pack_kernel<U: FastFloat>(rhs: &[U], o: usize, k: usize, opad: usize, v: &mut
                 dst.fill(U::ZERO);
             }
             for oi in 0..o {
-                let src = &rhs[oi * k + k0..oi * k + k0 + n];
-                for (j, &w) in src.iter().enumerate() {
-                    dst[j * opad + oi] = w;
+                // The block's k range, in runs of one input feature's taps.
+                let mut j = 0;
+                while j < n {
+                    let (c, t) = ((k0 + j) / taps, (k0 + j) % taps);
+                    let len = (taps - t).min(n - j);
+                    let at = oi * strides[0] + c * strides[1] + t;
+                    for (jj, &w) in rhs[at..at + len].iter().enumerate() {
+                        dst[(j + jj) * opad + oi] = w;
+                    }
+                    j += len;
                 }
             }
         });
