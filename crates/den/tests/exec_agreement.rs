@@ -383,3 +383,67 @@ fn sibling_reductions_share_one_pass_with_unchanged_sums() {
         );
     }
 }
+
+/// A 3×3 convolution plus a per-feature bias; with `keep` the convolution's
+/// own result is also returned, so the bias stays a separate loop.
+fn conv_bias(keep: bool) -> String {
+    let (ret, tys) = if keep {
+        ("%s, %y", "tensor<2x5x9x7xf32>, tensor<2x5x9x7xf32>")
+    } else {
+        ("%s", "tensor<2x5x9x7xf32>")
+    };
+    format!(
+        r#"module {{
+  func.func public @main(%x: tensor<2x3x9x7xf32>, %w: tensor<5x3x3x3xf32>, %b: tensor<5xf32>) -> ({tys}) {{
+    %y = stablehlo.convolution(%x, %w) dim_numbers = [b, f, 0, 1]x[o, i, 0, 1]->[b, f, 0, 1], window = {{stride = [1, 1], pad = [[1, 1], [1, 1]], lhs_dilate = [1, 1], rhs_dilate = [1, 1]}} {{batch_group_count = 1 : i64, feature_group_count = 1 : i64}} : (tensor<2x3x9x7xf32>, tensor<5x3x3x3xf32>) -> tensor<2x5x9x7xf32>
+    %bb = stablehlo.broadcast_in_dim %b, dims = [1] : (tensor<5xf32>) -> tensor<2x5x9x7xf32>
+    %s = stablehlo.add %y, %bb : tensor<2x5x9x7xf32>
+    return {ret} : {tys}
+  }}
+}}
+"#
+    )
+}
+
+#[test]
+fn a_bias_after_a_convolution_is_added_by_the_convolution() {
+    let tys = [
+        TensorType::new(vec![2, 3, 9, 7], ElemType::F32),
+        TensorType::new(vec![5, 3, 3, 3], ElemType::F32),
+        TensorType::new(vec![5], ElemType::F32),
+    ];
+    let inputs = random_inputs(&tys, 11);
+    let run = |keep: bool| {
+        let m = ir::parse::parse_module(&conv_bias(keep), "conv_bias.mlir").unwrap();
+        let mut plan = Plan::compile(&m, "main").unwrap();
+        let loops = plan
+            .listing()
+            .iter()
+            .filter(|l| l.contains("fused(elementwise)"))
+            .count();
+        (loops, plan.run(inputs.clone()).unwrap())
+    };
+    let (folded_loops, a) = run(false);
+    let (kept_loops, b) = run(true);
+    assert_eq!(
+        (folded_loops, kept_loops),
+        (0, 1),
+        "the bias loop is folded only when the convolution result has no other reader"
+    );
+    let (x, y) = (a[0].as_float().unwrap(), b[0].as_float().unwrap());
+    assert!(
+        x.data
+            .iter()
+            .zip(&y.data)
+            .all(|(p, q)| p.to_bits() == q.to_bits()),
+        "folded bias changes the sums"
+    );
+    let reference = eval_func(
+        &ir::parse::parse_module(&conv_bias(false), "conv_bias.mlir").unwrap(),
+        "main",
+        inputs,
+        &generic(),
+    )
+    .unwrap();
+    assert!(first_disagreement(&a, &reference.outputs, (1e-5, 1e-5)).is_none());
+}

@@ -372,6 +372,9 @@ enum Kind {
         attrs: ConvAttrs,
         out: usize,
         shape: Vec<usize>,
+        /// A per-output-feature bias added as the result is written (the
+        /// `conv + broadcast(b)` loop folded in by [`fold_conv_bias`]).
+        bias: Option<usize>,
     },
     Dot {
         lhs: (usize, Vec<usize>),
@@ -434,7 +437,8 @@ impl Kind {
                 .copied()
                 .chain(outs.iter().flat_map(|o| init(&o.init)))
                 .collect(),
-            Kind::Conv { lhs, rhs, .. } | Kind::Dot { lhs, rhs, .. } => vec![lhs.0, rhs.0],
+            Kind::Conv { lhs, rhs, bias, .. } => [lhs.0, rhs.0].into_iter().chain(*bias).collect(),
+            Kind::Dot { lhs, rhs, .. } => vec![lhs.0, rhs.0],
             Kind::ReduceFold { input, init: i, .. } | Kind::Window { input, init: i, .. } => {
                 [vec![input.0], init(i)].concat()
             }
@@ -750,10 +754,18 @@ fn exec(
             attrs,
             out,
             shape,
+            bias,
         } => {
             let buffer = pool.get(shape.iter().product());
+            let bias = match bias {
+                Some(b) => match slots[*b].as_ref() {
+                    Some(Buf::F(d)) => Some(d.clone()),
+                    _ => return Err("internal: convolution bias missing".into()),
+                },
+                None => None,
+            };
             let t = with2(slots, lhs, rhs, |x, w| {
-                fast::convolution_into(x, w, attrs, shape, buffer)
+                fast::convolution_into(x, w, attrs, shape, buffer, bias.as_deref())
             })?;
             slots[*out] = Some(Buf::F(t.data));
         }
@@ -1056,6 +1068,8 @@ impl<'f> Builder<'f> {
     /// Liveness: which slots die after which step, and in-place outputs.
     fn finish(mut self) -> Compiled {
         self.steps = merge_sibling_reductions(std::mem::take(&mut self.steps));
+        let outputs: Vec<usize> = self.outputs.iter().map(|o| o.0).collect();
+        self.steps = fold_conv_bias(std::mem::take(&mut self.steps), &outputs);
         let n = self.root.len();
         let mut last: Vec<Option<usize>> = vec![None; n];
         for (i, s) in self.steps.iter().enumerate() {
@@ -1518,6 +1532,7 @@ impl<'f> Builder<'f> {
                     attrs: a.clone(),
                     out: op.results[0].0.index(),
                     shape: rshape,
+                    bias: None,
                 };
                 self.push(op, "stablehlo.convolution", 2 * macs as u64, kind);
                 self.defs[op.results[0].0.index()] = Def::Mat;
@@ -1893,6 +1908,96 @@ fn ints(d: &DenseData) -> Vec<i64> {
 }
 
 /// An expression as a register program over distinct input slots.
+/// `conv(x, w) + broadcast(b)` — a loop adding a per-output-feature vector to
+/// a convolution's result right after it, the result read nowhere else —
+/// becomes the convolution with a bias: the kernel adds `b` while it writes
+/// (one pass over the result less per biased convolution; each element is
+/// rounded exactly as the add rounds it).
+fn fold_conv_bias(steps: Vec<Step>, outputs: &[usize]) -> Vec<Step> {
+    let mut reads = HashMap::<usize, usize>::new();
+    for s in &steps {
+        for r in s.kind.reads() {
+            *reads.entry(r).or_default() += 1;
+        }
+    }
+    let mut out: Vec<Step> = Vec::with_capacity(steps.len());
+    for step in steps {
+        if let Some(prev) = out.last_mut() {
+            if let Some(folded) = conv_with_bias(prev, &step, &reads, outputs) {
+                prev.kind = folded;
+                prev.flops += step.flops;
+                continue;
+            }
+        }
+        out.push(step);
+    }
+    out
+}
+
+/// The convolution `conv` with the bias loop `add` folded in, when it is one.
+fn conv_with_bias(
+    conv: &Step,
+    add: &Step,
+    reads: &HashMap<usize, usize>,
+    outputs: &[usize],
+) -> Option<Kind> {
+    let Kind::Conv {
+        lhs,
+        rhs,
+        attrs,
+        out,
+        shape,
+        bias: None,
+    } = &conv.kind
+    else {
+        return None;
+    };
+    let Kind::Loop {
+        prog,
+        inputs,
+        out: sum,
+        len,
+        ..
+    } = &add.kind
+    else {
+        return None;
+    };
+    let (load, view, m) = match prog.nodes.as_slice() {
+        [Node::Load(l), Node::View(v, m), Node::Binary(BinaryOp::Add, 0, 1)]
+        | [Node::View(v, m), Node::Load(l), Node::Binary(BinaryOp::Add, 0, 1)] => (*l, *v, m),
+        _ => return None,
+    };
+    let feature = usize::try_from(attrs.dims.output_feature).ok()?;
+    if inputs[load] != *out
+        || *len != shape.iter().product::<usize>()
+        || feature >= shape.len()
+        || reads.get(out) != Some(&1)
+        || outputs.contains(out)
+        || prog.fault != 0.0
+    {
+        return None;
+    }
+    let mut strides = vec![0isize; shape.len()];
+    strides[feature] = 1;
+    let per_feature = ViewSpec {
+        shape: shape.clone(),
+        strides,
+        base: 0,
+    }
+    .merged();
+    if *m != per_feature {
+        return None;
+    }
+    Some(Kind::Conv {
+        lhs: lhs.clone(),
+        rhs: rhs.clone(),
+        attrs: attrs.clone(),
+        out: *sum,
+        shape: shape.clone(),
+        bias: Some(inputs[view]),
+    })
+}
+
 /// Adjacent add-reductions over the same positions into the same shape,
 /// where the later does not read what the earlier writes, become one step:
 /// their programs side by side over the union of their inputs, each value

@@ -124,6 +124,7 @@ pub(crate) fn convolution<T: FastFloat>(
     attrs: &ir::ConvAttrs,
     out_shape: &[usize],
     buffer: Vec<T>,
+    bias: Option<&[T]>,
 ) -> Tensor<T> {
     let d = &attrs.dims;
     let nsp = d.input_spatial.len();
@@ -224,6 +225,9 @@ pub(crate) fn convolution<T: FastFloat>(
         0
     );
 
+    if let Some(b) = bias {
+        assert_eq!(b.len(), plan.out_features, "convolution bias length");
+    }
     let reversed = attrs.window_reversal.iter().any(|&r| r);
     // The kernel in the logical layout, window reversal applied.
     let rhs_logical = || {
@@ -260,14 +264,26 @@ pub(crate) fn convolution<T: FastFloat>(
             if out.len() != len {
                 out = vec![T::ZERO; len];
             }
-            conv.run(&lhs_op, &rhs_op, &mut out);
+            conv.run(&lhs_op, &rhs_op, &mut out, bias);
             out
         }
-        None => compute(
-            &plan,
-            &permute(&lhs.data, &lhs.shape, &lhs_perm),
-            &rhs_logical(),
-        ),
+        None => {
+            let mut result = compute(
+                &plan,
+                &permute(&lhs.data, &lhs.shape, &lhs_perm),
+                &rhs_logical(),
+            );
+            if let Some(bias) = bias {
+                let p = plan.out_plane().max(1);
+                for (k, plane) in result.chunks_mut(p).enumerate() {
+                    let b = bias[k % plan.out_features];
+                    for x in plane {
+                        *x += b;
+                    }
+                }
+            }
+            result
+        }
     };
 
     // Internal [batch, feature, spatial…] → requested layout: output dimension

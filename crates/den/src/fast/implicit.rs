@@ -152,7 +152,14 @@ impl ImplicitConv<'_> {
     }
 
     /// The result `[batch][out_features][out_spatial…]`, written into `out`.
-    pub(crate) fn run<T: FastFloat>(&self, lhs: &[T], rhs: &[T], out: &mut [T]) {
+    /// `bias`: one value per output feature added to the result as it is written.
+    pub(crate) fn run<T: FastFloat>(
+        &self,
+        lhs: &[T],
+        rhs: &[T],
+        out: &mut [T],
+        bias: Option<&[T]>,
+    ) {
         let p = self.out_plane();
         assert_eq!(out.len(), self.batch * self.out_features * p);
         assert_eq!(
@@ -171,19 +178,19 @@ impl ImplicitConv<'_> {
             same_type::<T, f32>(rhs),
             same_type_mut::<T, f32>(out),
         ) {
-            self.run_typed::<f32>(l, r, o);
+            self.run_typed::<f32>(l, r, o, bias.map(|b| same_type::<T, f32>(b).unwrap()));
         } else if let (Some(l), Some(r), Some(o)) = (
             same_type::<T, f64>(lhs),
             same_type::<T, f64>(rhs),
             same_type_mut::<T, f64>(out),
         ) {
-            self.run_typed::<f64>(l, r, o);
+            self.run_typed::<f64>(l, r, o, bias.map(|b| same_type::<T, f64>(b).unwrap()));
         } else {
             unreachable!("FastFloat is implemented for f32 and f64 only");
         }
     }
 
-    fn run_typed<U: TileFloat>(&self, lhs: &[U], rhs: &[U], out: &mut [U]) {
+    fn run_typed<U: TileFloat>(&self, lhs: &[U], rhs: &[U], out: &mut [U], bias: Option<&[U]>) {
         let nsp = self.nsp();
         let padded = self.padded_spatial();
         let pstrides = row_major_strides(&padded);
@@ -235,7 +242,7 @@ impl ImplicitConv<'_> {
         let opad = self.out_features.div_ceil(U::NV) * U::NV;
         with_scratch(channels * taps * opad, |v: &mut [U]| {
             pack_kernel(rhs, self.out_features, self.rhs_strides, taps, opad, v);
-            self.run_packed(lhs, v, out, &padded, &tap_offsets, &origin, opad);
+            self.run_packed(lhs, v, out, bias, &padded, &tap_offsets, &origin, opad);
         });
     }
 
@@ -245,6 +252,7 @@ impl ImplicitConv<'_> {
         lhs: &[U],
         v: &[U],
         out: &mut [U],
+        bias: Option<&[U]>,
         padded: &[usize],
         tap_offsets: &[usize],
         origin: &[usize],
@@ -306,7 +314,7 @@ impl ImplicitConv<'_> {
                     *a += b;
                 }
             }
-            scatter(&sum, opad, o, p, out);
+            scatter(&sum, opad, o, p, out, bias);
             return;
         }
 
@@ -331,7 +339,7 @@ impl ImplicitConv<'_> {
                     // Every tile is overwritten: the accumulators need no clearing.
                     with_scratch(rows.len() * opad, |acc: &mut [U]| {
                         tiles(x, rows, &cols, v, opad, V_BLOCK_ROWS, acc);
-                        scatter(acc, opad, o, p, block);
+                        scatter(acc, opad, o, p, block, bias);
                     });
                 });
             });
@@ -457,7 +465,15 @@ fn padded_rows(bases: impl Iterator<Item = usize>, mr: usize) -> Vec<usize> {
 
 /// `acc[r][o]` (rows `[rows][opad]`) → `out[b][o][p]` for the real rows, in
 /// blocks of positions so the transposed reads stay within a few cache lines.
-fn scatter<U: FastFloat>(acc: &[U], opad: usize, o: usize, p: usize, out: &mut [U]) {
+/// With `bias`, `bias[o]` is added to every element of output feature `o`.
+fn scatter<U: FastFloat>(
+    acc: &[U],
+    opad: usize,
+    o: usize,
+    p: usize,
+    out: &mut [U],
+    bias: Option<&[U]>,
+) {
     const BLOCK: usize = 16;
     for (b, example) in out.chunks_exact_mut(o * p).enumerate() {
         let rows = &acc[b * p * opad..(b + 1) * p * opad];
@@ -465,8 +481,18 @@ fn scatter<U: FastFloat>(acc: &[U], opad: usize, o: usize, p: usize, out: &mut [
             let p1 = (p0 + BLOCK).min(p);
             for oi in 0..o {
                 let dst = &mut example[oi * p + p0..oi * p + p1];
-                for (j, d) in dst.iter_mut().enumerate() {
-                    *d = rows[(p0 + j) * opad + oi];
+                match bias {
+                    Some(bias) => {
+                        let add = bias[oi];
+                        for (j, d) in dst.iter_mut().enumerate() {
+                            *d = rows[(p0 + j) * opad + oi] + add;
+                        }
+                    }
+                    None => {
+                        for (j, d) in dst.iter_mut().enumerate() {
+                            *d = rows[(p0 + j) * opad + oi];
+                        }
+                    }
                 }
             }
         }

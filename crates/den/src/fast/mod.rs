@@ -47,20 +47,24 @@ pub fn convolution<T: FastFloat>(
     attrs: &ir::ConvAttrs,
     out_shape: &[usize],
 ) -> Tensor<T> {
-    conv::convolution(lhs, rhs, attrs, out_shape, Vec::new())
+    conv::convolution(lhs, rhs, attrs, out_shape, Vec::new(), None)
 }
 
 /// [`convolution`] writing into `buffer` when the kernel can (its length is
 /// the result's and its contents are ignored): a caller that recycles buffers
-/// saves the fresh pages of a new result every call.
+/// saves the fresh pages of a new result every call. With `bias` (one value
+/// per output feature) the result is `convolution + bias` broadcast along the
+/// output feature dimension, each element rounded as the separate add would
+/// round it; the implicit-GEMM path adds it while writing its result.
 pub fn convolution_into<T: FastFloat>(
     lhs: &Tensor<T>,
     rhs: &Tensor<T>,
     attrs: &ir::ConvAttrs,
     out_shape: &[usize],
     buffer: Vec<T>,
+    bias: Option<&[T]>,
 ) -> Tensor<T> {
-    conv::convolution(lhs, rhs, attrs, out_shape, buffer)
+    conv::convolution(lhs, rhs, attrs, out_shape, buffer, bias)
 }
 
 /// `stablehlo.dot_general`; the result is laid out batch, lhs free, rhs free.
