@@ -115,6 +115,107 @@ fn pool_kernels_match(k: usize, sizes: &[usize]) {
     }
 }
 
+/// A `[2, 3, h, w]` max- or min-pool (`reducer`) with a 2×2 window and the
+/// `select_and_scatter` with selector `sel`.
+fn module_2x2(h: usize, w: usize, reducer: &str, init: &str, sel: &str) -> String {
+    let (oh, ow) = (h / 2, w / 2);
+    format!(
+        r#"module {{
+  func.func public @main(%arg0: tensor<2x3x{h}x{w}xf32>, %arg1: tensor<2x3x{oh}x{ow}xf32>) -> (tensor<2x3x{oh}x{ow}xf32>, tensor<2x3x{h}x{w}xf32>) {{
+    %cst = stablehlo.constant dense<{init}> : tensor<f32>
+    %0 = "stablehlo.reduce_window"(%arg0, %cst) <{{window_dimensions = array<i64: 1, 1, 2, 2>, window_strides = array<i64: 1, 1, 2, 2>}}> ({{
+    ^bb0(%arg2: tensor<f32>, %arg3: tensor<f32>):
+      %1 = stablehlo.{reducer} %arg2, %arg3 : tensor<f32>
+      stablehlo.return %1 : tensor<f32>
+    }}) : (tensor<2x3x{h}x{w}xf32>, tensor<f32>) -> tensor<2x3x{oh}x{ow}xf32>
+    %cst_0 = stablehlo.constant dense<5.000000e-01> : tensor<f32>
+    %2 = "stablehlo.select_and_scatter"(%arg0, %arg1, %cst_0) <{{window_dimensions = array<i64: 1, 1, 2, 2>, window_strides = array<i64: 1, 1, 2, 2>}}> ({{
+    ^bb0(%arg4: tensor<f32>, %arg5: tensor<f32>):
+      %3 = stablehlo.compare  {sel}, %arg4, %arg5,  FLOAT : (tensor<f32>, tensor<f32>) -> tensor<i1>
+      stablehlo.return %3 : tensor<i1>
+    }}, {{
+    ^bb0(%arg6: tensor<f32>, %arg7: tensor<f32>):
+      %4 = stablehlo.add %arg6, %arg7 : tensor<f32>
+      stablehlo.return %4 : tensor<f32>
+    }}) : (tensor<2x3x{h}x{w}xf32>, tensor<2x3x{oh}x{ow}xf32>, tensor<f32>) -> tensor<2x3x{h}x{w}xf32>
+    return %0, %2 : tensor<2x3x{oh}x{ow}xf32>, tensor<2x3x{h}x{w}xf32>
+  }}
+}}
+"#
+    )
+}
+
+/// The 2×2 kernels' vector layouts (rows of a multiple of 8 windows, rows
+/// of 4, planes 4 wide), their leftover bands and columns, planes merged
+/// into one run (even heights) or not (odd), every selector, max and min:
+/// bit for bit the generic evaluator, NaNs and signed zeros throughout.
+#[test]
+fn two_by_two_pool_layouts_match_the_generic_evaluator_bit_for_bit() {
+    let generic = EvalOptions {
+        fast: false,
+        record_margins: false,
+        replicas: 1,
+    };
+    let shapes = [
+        (4, 4),
+        (6, 4),
+        (7, 4),
+        (12, 4),
+        (4, 5),
+        (8, 8),
+        (6, 8),
+        (7, 8),
+        (8, 9),
+        (9, 10),
+        (16, 16),
+        (17, 17),
+        (3, 32),
+        (2, 33),
+        (2, 34),
+        (4, 48),
+    ];
+    let reducers = [("maximum", "0xFF800000"), ("minimum", "0x7F800000")];
+    for (h, w) in shapes {
+        for (i, sel) in ["GE", "GT", "LE", "LT", "EQ", "NE"].into_iter().enumerate() {
+            let (reducer, init) = reducers[i % 2];
+            let m = ir::parse::parse_module(&module_2x2(h, w, reducer, init, sel), "pool.mlir")
+                .unwrap();
+            let (oh, ow) = (h / 2, w / 2);
+            for seed in 1..4 {
+                let mut xs = data(6 * h * w, seed);
+                for (j, v) in xs.iter_mut().enumerate() {
+                    match j % 23 {
+                        3 => *v = f32::NAN,
+                        7 => *v = -0.0,
+                        8 | 15 => *v = 0.0,
+                        _ => {}
+                    }
+                }
+                let x = Value::Float(Tensor::new(vec![2, 3, h, w], xs), ElemType::F32);
+                let src: Vec<f32> = (0..6 * oh * ow).map(|j| j as f32 * 0.25 - 1.0).collect();
+                let s = Value::Float(Tensor::new(vec![2, 3, oh, ow], src), ElemType::F32);
+                let want = eval_func(&m, "main", vec![x.clone(), s.clone()], &generic)
+                    .unwrap()
+                    .outputs;
+                let mut plan = Plan::compile(&m, "main").unwrap();
+                plan.set_profile(true);
+                let got = plan.run(vec![x, s]).unwrap();
+                for out in 0..2 {
+                    assert!(
+                        same_bits(&got[out], &want[out]),
+                        "{h}x{w} {reducer} {sel} seed {seed} output {out}: {:?} vs {:?}",
+                        got[out],
+                        want[out]
+                    );
+                }
+                let ops: Vec<String> = plan.profile().into_iter().map(|p| p.op).collect();
+                let tiled = ops.iter().filter(|o| o.ends_with("(tiled)")).count();
+                assert_eq!(tiled, 2, "the tiled kernels did not run: {ops:?}");
+            }
+        }
+    }
+}
+
 /// A plan moves to another thread (a training loop may own it there).
 #[test]
 fn a_plan_is_send() {
