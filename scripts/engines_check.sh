@@ -95,6 +95,11 @@ trap 'rm -rf "$WORK"' EXIT
 PY="$VENV/bin/python"
 
 # --- 1. one step on every engine ---------------------------------------------
+# The comparison's negative controls first: a wrong output must fail it.
+if ! "$PY" "$ROOT/scripts/step_inputs.py" --self-test; then
+    echo "FAIL: the output comparison's self-test"
+    FAILED=$((FAILED + 1))
+fi
 # Every output is gated at batch $SMALL_BATCH, at a point whose decisions all lie
 # ≥ 2e-5 from their kinks; at batch $BATCH (~1.5M decisions, the closest
 # typically 1e-7–3e-6 from its kink, where one flipped ReLU moves gradients by

@@ -2,6 +2,7 @@
 comparison of two engines' outputs of that step.
 
 Usage: step_inputs.py STEP.mlir OUT_DIR CERTGRAD_BIN [--seed S] [--min-margin M] [--tries N]
+       step_inputs.py --self-test   (negative controls of the comparison)
 (`compare` is imported by scripts/iree_step_check.sh and engines_check.sh.)
 
 Writes in_000.npy, in_001.npy, ... (float32) for the step's packed protocol
@@ -80,7 +81,7 @@ def smallest_margin(binary, step, paths, out_dir):
     return float(margin), f"{op} at line {line}"
 
 
-def compare(ref, out, n_grad, gate_gradients, label, threshold=1e-4):
+def compare(ref, out, n_grad, gate_gradients, label, threshold=1e-4, verbose=True):
     """Norm-wise ||a - b|| / ||b|| (absolute when b == 0) of every output `out[k]`
     against `ref[k]`. Outputs k < n_grad (theta', m', v') carry the gradient,
     which jumps where a decision flips; the others (loss, bias corrections, BN
@@ -112,7 +113,10 @@ def compare(ref, out, n_grad, gate_gradients, label, threshold=1e-4):
             passed += 1
         else:
             failed += 1
-            print(f"FAIL {label}: {where}: ||a-b||/||b|| = {err:.3e}")
+            if verbose:
+                print(f"FAIL {label}: {where}: ||a-b||/||b|| = {err:.3e}")
+    if not verbose:
+        return passed, failed
     print(f"{label}: {n} outputs, max norm-wise error {worst[False][0]:.3e} at {worst[False][1]} "
           f"(loss / statistics), {worst[True][0]:.3e} at {worst[True][1]} (gradient-bearing); "
           f"threshold {threshold:g}, gated: {'all' if gate_gradients else 'loss / statistics'}")
@@ -121,7 +125,32 @@ def compare(ref, out, n_grad, gate_gradients, label, threshold=1e-4):
     return passed, failed
 
 
+def self_test():
+    """Negative controls of `compare`: a 1e-3 error in a BN statistic fails
+    both gates; the same error in a gradient output fails the full gate and is
+    only reported by the statistics gate; equal outputs pass."""
+    rng = np.random.default_rng(0)
+    p = 2
+    ref = [rng.standard_normal((4, 3)) for _ in range(3 * p)] + [np.array(1.0)] * 3
+    ref += [rng.standard_normal(3) for _ in range(2)]
+    bad_stat = [a.copy() for a in ref]
+    bad_stat[-1] = bad_stat[-1] * (1 + 1e-3)
+    bad_grad = [a.copy() for a in ref]
+    bad_grad[p] = bad_grad[p] * (1 + 1e-3)
+    checks = [
+        (compare(ref, ref, 3 * p, True, "self-test equal", verbose=False)[1] == 0, "equal outputs pass"),
+        (compare(ref, bad_stat, 3 * p, False, "self-test statistic", verbose=False)[1] == 1, "a wrong statistic fails the statistics gate"),
+        (compare(ref, bad_grad, 3 * p, True, "self-test gradient", verbose=False)[1] == 1, "a wrong gradient fails the full gate"),
+        (compare(ref, bad_grad, 3 * p, False, "self-test gradient, statistics gate", verbose=False)[1] == 0, "the statistics gate reports it only"),
+    ]
+    failed = [what for ok, what in checks if not ok]
+    print(f"compare self-test: {len(checks) - len(failed)} of {len(checks)} as expected" + (f"; NOT: {failed}" if failed else ""))
+    return 1 if failed else 0
+
+
 def main():
+    if sys.argv[1:] == ["--self-test"]:
+        return self_test()
     ap = argparse.ArgumentParser()
     ap.add_argument("step")
     ap.add_argument("out_dir")
