@@ -407,15 +407,9 @@ fn run(a: &RunArgs, engine: &engines::engine::EngineOptions) -> Result<()> {
     for (i, (path, p)) in inputs.iter().zip(&f.params).enumerate() {
         values.push(npy::read_input(path, i, &p.ty)?);
     }
-    let result = run_engine::execute(
-        &module,
-        &f.name,
-        values.clone(),
-        engine,
-        a.generic,
-        a.repeat,
-    )
-    .map_err(|e| anyhow::anyhow!("{}: {e:#}", file.display()))?;
+    let margin_inputs = a.margins.map(|_| values.clone());
+    let result = run_engine::execute(&module, &f.name, values, engine, a.generic, a.repeat)
+        .map_err(|e| anyhow::anyhow!("{}: {e:#}", file.display()))?;
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
     for (i, v) in result.outputs.iter().enumerate() {
         npy::write_output(&out.join(format!("out_{i}.npy")), v)?;
@@ -442,7 +436,7 @@ fn run(a: &RunArgs, engine: &engines::engine::EngineOptions) -> Result<()> {
         result.how,
         result.prepare_seconds
     );
-    if let Some(n) = a.margins {
+    if let (Some(n), Some(values)) = (a.margins, margin_inputs) {
         print_margins(&module, &f.name, &values, n)?;
     }
     Ok(())

@@ -238,7 +238,8 @@ impl Program {
     }
 
     /// Evaluates positions `start..start + len` (len ≤ CHUNK) into the
-    /// registers; returns the index of the value register.
+    /// registers — the value node into `dst` instead when given — and returns
+    /// the index of the value node.
     #[inline(always)]
     fn eval_chunk(
         &self,

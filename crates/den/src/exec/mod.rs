@@ -473,7 +473,8 @@ struct Pool {
     free: HashMap<usize, Vec<Vec<f32>>>,
 }
 
-/// Buffers kept per length; more are dropped.
+/// Buffers kept per length; more are dropped. Generous: a buffer dropped at
+/// the end of one run is allocated (and paged in) again by the next.
 const POOL_PER_LEN: usize = 64;
 
 impl Pool {
@@ -1494,26 +1495,19 @@ impl<'f> Builder<'f> {
                 // into the dimension numbers (the weight-VJP's xᵀ and dyᵀ
                 // would otherwise be copied every step).
                 let mut a = a.clone();
+                let d = &mut a.dims;
                 let lhs = match self.permuted_slot(op.operands[0]) {
                     Some((slot, shape, q)) => {
-                        let d = &mut a.dims;
-                        d.input_batch = q[d.input_batch as usize] as i64;
-                        d.input_feature = q[d.input_feature as usize] as i64;
-                        for x in &mut d.input_spatial {
-                            *x = q[*x as usize] as i64;
-                        }
+                        let dims = [&mut d.input_batch, &mut d.input_feature];
+                        relabel(&q, dims.into_iter().chain(&mut d.input_spatial));
                         (slot, shape)
                     }
                     None => self.mat_operand(op.operands[0])?,
                 };
                 let rhs = match self.permuted_slot(op.operands[1]) {
                     Some((slot, shape, q)) => {
-                        let d = &mut a.dims;
-                        d.kernel_output_feature = q[d.kernel_output_feature as usize] as i64;
-                        d.kernel_input_feature = q[d.kernel_input_feature as usize] as i64;
-                        for x in &mut d.kernel_spatial {
-                            *x = q[*x as usize] as i64;
-                        }
+                        let dims = [&mut d.kernel_output_feature, &mut d.kernel_input_feature];
+                        relabel(&q, dims.into_iter().chain(&mut d.kernel_spatial));
                         (slot, shape)
                     }
                     None => self.mat_operand(op.operands[1])?,
@@ -1907,7 +1901,14 @@ fn ints(d: &DenseData) -> Vec<i64> {
     }
 }
 
-/// An expression as a register program over distinct input slots.
+/// Dimension numbers of an operand read through the transpose `q` (its
+/// dimension `j` is the slot's dimension `q[j]`) renamed to the slot's.
+fn relabel<'a>(q: &[usize], dims: impl Iterator<Item = &'a mut i64>) {
+    for d in dims {
+        *d = q[*d as usize] as i64;
+    }
+}
+
 /// `conv(x, w) + broadcast(b)` — a loop adding a per-output-feature vector to
 /// a convolution's result right after it, the result read nowhere else —
 /// becomes the convolution with a bias: the kernel adds `b` while it writes
@@ -2042,7 +2043,13 @@ fn merge_reductions(a: &Step, b: &Step) -> Option<Kind> {
         return None;
     };
     let written: Vec<usize> = oa.iter().map(|o| o.slot).collect();
-    if la != lb || na != nb || ma != mb || b.kind.reads().iter().any(|r| written.contains(r)) {
+    if la != lb
+        || na != nb
+        || ma != mb
+        || pa.fault != 0.0
+        || pb.fault != 0.0
+        || b.kind.reads().iter().any(|r| written.contains(r))
+    {
         return None;
     }
     let mut inputs = ia.clone();
@@ -2065,10 +2072,7 @@ fn merge_reductions(a: &Step, b: &Step) -> Option<Kind> {
         ..*o
     }));
     Some(Kind::Reduce {
-        prog: Program {
-            nodes,
-            fault: pa.fault + pb.fault,
-        },
+        prog: Program { nodes, fault: 0.0 },
         inputs,
         outs,
         len: *la,
@@ -2077,6 +2081,7 @@ fn merge_reductions(a: &Step, b: &Step) -> Option<Kind> {
     })
 }
 
+/// An expression as a register program over distinct input slots.
 fn lower(e: &Rc<Expr>) -> (Program, Vec<usize>) {
     fn go(e: &Expr, nodes: &mut Vec<Node>, inputs: &mut Vec<usize>) -> usize {
         let mut input = |s: usize| {
