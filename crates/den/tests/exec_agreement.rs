@@ -16,7 +16,8 @@
 
 use den::exec::Plan;
 use den::{eval_func, EvalOptions, Tensor, Value};
-use ir::testgen::{random_func, random_module, Rng};
+use ir::rng::Rng;
+use ir::testgen::{random_func, random_module};
 use ir::{ElemType, Module, TensorType, Visibility};
 use layers::trainstep::{render_train_step_parts, Optimizer, Rendered, SlotKind};
 

@@ -10,7 +10,8 @@ pub mod module;
 pub mod ops;
 pub mod parse;
 pub mod print;
-#[doc(hidden)]
+pub mod rng;
+#[cfg(feature = "testgen")]
 pub mod testgen;
 pub mod types;
 pub mod verify;

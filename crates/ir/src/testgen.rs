@@ -1,6 +1,8 @@
 //! Random well-typed modules for property tests (round trips here, evaluator
-//! agreement in `den`). Plain Rust with a seeded RNG so any crate's tests can
-//! reuse it: a proptest-chosen `u64` seed gives a reproducible module.
+//! agreement in `den`). Plain Rust with a seeded RNG (`crate::rng`) so any
+//! crate's tests can reuse it: a proptest-chosen `u64` seed gives a
+//! reproducible module. Test-only: compiled with the `testgen` feature, which
+//! the tests that use it enable as a dev-dependency.
 //!
 //! Every op goes through [`FuncBuilder`], so type inference vets each one as it
 //! is built; a generated op that does not type-check is a generator bug and
@@ -16,56 +18,8 @@ use crate::ops::{
     BinaryOp, CompareDirection, CompareType, ConvAttrs, ConvDims, DenseData, DotDims, OpKind,
     ScatterWindowAttrs, UnaryOp, WindowAttrs,
 };
+use crate::rng::Rng;
 use crate::types::{ElemType, TensorType};
-
-/// SplitMix64: tiny, seedable, and good enough to pick shapes and values.
-#[derive(Clone, Debug)]
-pub struct Rng(u64);
-
-impl Rng {
-    pub fn new(seed: u64) -> Self {
-        Rng(seed)
-    }
-
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in `0..n` (`n > 0`).
-    pub fn below(&mut self, n: usize) -> usize {
-        (self.next_u64() % n as u64) as usize
-    }
-
-    /// Uniform in `lo..=hi`.
-    pub fn range(&mut self, lo: i64, hi: i64) -> i64 {
-        lo + (self.next_u64() % (hi - lo + 1) as u64) as i64
-    }
-
-    /// True with probability `p`.
-    pub fn chance(&mut self, p: f64) -> bool {
-        ((self.next_u64() >> 11) as f64 / (1u64 << 53) as f64) < p
-    }
-
-    pub fn pick<T: Clone>(&mut self, items: &[T]) -> T {
-        items[self.below(items.len())].clone()
-    }
-
-    pub fn shuffle<T>(&mut self, items: &mut [T]) {
-        for i in (1..items.len()).rev() {
-            let j = self.below(i + 1);
-            items.swap(i, j);
-        }
-    }
-
-    /// A uniformly random float in `[-1, 1)`.
-    pub fn unit(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 / (1u64 << 52) as f64 - 1.0
-    }
-}
 
 /// A random module that verifies: 1–3 functions (`main` first, public; private
 /// helpers it may call), each with up to `max_ops` top-level ops.
@@ -232,7 +186,7 @@ fn rand_float(rng: &mut Rng, elem: ElemType) -> f64 {
         6 => huge,
         7 => -huge,
         8 => rng.pick(&[0.0, 1.0, -1.0, 0.5, 2.0]),
-        _ => round_to(rng.unit() * 8.0, elem),
+        _ => round_to(rng.signed_unit() * 8.0, elem),
     }
 }
 
