@@ -133,7 +133,7 @@ impl FuncBuilder {
     /// text would store it).
     pub fn splat(&mut self, value: f64, ty: TensorType) -> ValueId {
         let data = if ty.elem.is_float() {
-            DenseData::Float(vec![crate::print::round_to_elem(value, ty.elem)])
+            DenseData::Float(vec![crate::literal::round_to_elem(value, ty.elem)])
         } else {
             DenseData::Int(vec![value as i64])
         };
