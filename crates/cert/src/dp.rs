@@ -21,10 +21,10 @@
 //! argument, so they must hold with zero residual. f64 and f32 (native fast
 //! kernels) give the rounding-level residuals.
 
-use crate::rng::Rng;
 use crate::step::{as_values, sample, StepTieOptions};
 use crate::tie::{multi_index, Verdict};
 use den::{eval_func, eval_replicas, EvalOptions, Exact, NotExact, Scalar, Tensor, Value};
+use ir::rng::{Rng, CERT_SALT};
 use ir::{ElemType, Module};
 use layers::net::{LayerSpec, NetSpec};
 use layers::ops::norm::BnWorld;
@@ -219,7 +219,7 @@ fn run<S: Scalar>(
         t: opts.t,
         ..StepTieOptions::default()
     };
-    let mut rng = Rng::new(opts.seed);
+    let mut rng = Rng::salted(opts.seed, CERT_SALT);
     let point = sample(&ref_sig, net, &mut rng, &tie_opts);
     let per_example = |s: SlotKind| matches!(s, SlotKind::Images | SlotKind::OneHot);
     let replica_points: Vec<Vec<Tensor<f64>>> = (0..r)

@@ -5,7 +5,6 @@
 pub mod dp;
 pub mod net;
 pub mod pair;
-pub mod rng;
 pub mod step;
 pub mod tie;
 

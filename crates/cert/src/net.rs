@@ -4,12 +4,12 @@
 //! train/eval drift guard over the emitted forward functions (the eval forward
 //! differs from the train forward only inside its batch norms).
 
-use crate::rng::Rng;
 use crate::tie::{
     add_outcomes, BlockResult, Evidence, MarginReport, SiteCoverage, SiteMargin, TieOptions,
     TieReport, Verdict,
 };
 use den::{eval_func, Dual, EvalOptions, Tensor, Value};
+use ir::rng::{Rng, CERT_SALT};
 use ir::{Block, ElemType, Func, FuncBuilder, Op, TensorType, ValueId, Visibility};
 use layers::net::{LayerSpec, NetSpec};
 use layers::ops::norm::BnWorld;
@@ -233,7 +233,7 @@ fn joint_run(
     };
     let out_shape = shape(&funcs.output);
     let out_len: usize = out_shape.iter().product();
-    let mut rng = Rng::new(opts.seed.wrapping_add(1));
+    let mut rng = Rng::salted(opts.seed.wrapping_add(1), CERT_SALT);
     let scales = [1.0, 8.0, 0.25];
     let mut coverage: Vec<(usize, &'static str, Vec<usize>)> = Vec::new();
     let mut attempt = 0;

@@ -10,9 +10,9 @@
 //! derivative of the standalone loss forward (`chain_with_loss()` built with
 //! `layers::tie_funcs`) along a random v_b, by dual numbers, against ⟨g_b, v_b⟩.
 
-use crate::rng::Rng;
 use crate::tie::Verdict;
 use den::{eval_func, Dual, EvalOptions, Tensor, Value};
+use ir::rng::{Rng, CERT_SALT};
 use ir::{ElemType, Module};
 use layers::net::NetSpec;
 use layers::trainstep::{
@@ -279,7 +279,7 @@ fn run(
             sig.func, net.name
         ));
     }
-    let mut rng = Rng::new(opts.seed);
+    let mut rng = Rng::salted(opts.seed, CERT_SALT);
     let point = sample(&sig, net, &mut rng, opts);
     let eval_opts = EvalOptions {
         fast: false,

@@ -11,7 +11,7 @@
 //! from S). Otherwise it runs in f64 with a stated relative tolerance. At small
 //! sizes the full Jacobian is compared entry by entry as well.
 
-use crate::rng::Rng;
+use ir::rng::{Rng, CERT_SALT};
 use den::{eval_func, Dual, EvalOptions, Exact, Scalar, Tensor, Value};
 use ir::{Func, Module, TensorType};
 use layers::{tie_funcs, CertLayer, Init, KinkSite};
@@ -836,7 +836,7 @@ impl Tie<'_> {
         };
         // Op index of each entry of `report.site_margins`.
         let mut site_ops: Vec<usize> = Vec::new();
-        let mut rng = Rng::new(opts.seed.wrapping_add(1));
+        let mut rng = Rng::salted(opts.seed.wrapping_add(1), CERT_SALT);
         let scales = [1.0, 8.0, 0.25];
         let mut attempt = 0;
         // Certify at `points` points, and keep sampling (within the budget) while

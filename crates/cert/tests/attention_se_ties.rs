@@ -264,7 +264,7 @@ fn mhsa_dk_slip_changes_only_key_blocks() {
         &t(&MHSA_INPUT),
     )
     .unwrap();
-    let mut rng = cert::rng::Rng::new(7);
+    let mut rng = ir::rng::Rng::salted(7, ir::rng::CERT_SALT);
     let mut inputs: Vec<Value<f64>> = Vec::new();
     let mut tys = vec![good.input.clone()];
     tys.extend(good.params.iter().map(|p| p.ty.clone()));

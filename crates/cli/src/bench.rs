@@ -333,7 +333,7 @@ impl StepState {
         seed: u64,
     ) -> Result<Self> {
         let st = train::session::initial_state(net, sig, seed).map_err(|e| anyhow!("{e}"))?;
-        let mut rng = train::rng::Rng::derived(seed, 0xBE7C);
+        let mut rng = ir::rng::Rng::derived(seed, ir::rng::TRAIN_SALT, 0xBE7C);
         // Small enough that repeated steps on one random batch stay finite
         // (the default lr 0.1 drives BN-free cifar8 to NaN in two steps), and
         // NaN arithmetic is not a representative step.
@@ -360,7 +360,7 @@ impl StepState {
                     let classes = s.ty.shape[1] as usize;
                     let mut d = vec![0f32; n];
                     for row in d.chunks_mut(classes) {
-                        row[rng.below(classes as u64) as usize] = 1.0;
+                        row[rng.below(classes)] = 1.0;
                     }
                     d
                 }
@@ -666,7 +666,7 @@ fn bench_gemm(a: &GemmArgs) -> Result<()> {
     if n == 0 || a.reps == 0 {
         bail!("--n and --reps must be at least 1");
     }
-    let mut rng = train::rng::Rng::derived(0, 0x6E44);
+    let mut rng = ir::rng::Rng::derived(0, ir::rng::TRAIN_SALT, 0x6E44);
     let x: Vec<f32> = (0..n * n).map(|_| rng.normal() as f32).collect();
     let y: Vec<f32> = (0..n * n).map(|_| rng.normal() as f32).collect();
     let mut z = vec![0f32; n * n];

@@ -9,11 +9,11 @@
 
 use den::exec::Plan;
 use den::{Tensor, Value};
+use ir::rng::{Rng, TRAIN_SALT};
 use ir::ElemType;
 use layers::net::resnet34;
 use layers::trainstep::{render_train_step, step_signature, Optimizer, SlotKind};
 use std::time::Instant;
-use train::rng::Rng;
 use train::session::init_values;
 
 fn main() {
@@ -44,12 +44,10 @@ fn main() {
     );
 
     // The host state: one f32 buffer per input slot.
-    let mut rng = Rng::derived(0, 0x5e5);
+    let mut rng = Rng::derived(0, TRAIN_SALT, 0x5e5);
     let specs = net.param_specs().expect("params");
     let mut params = specs.iter();
-    let labels: Vec<usize> = (0..batch)
-        .map(|_| rng.below(classes as u64) as usize)
-        .collect();
+    let labels: Vec<usize> = (0..batch).map(|_| rng.below(classes as usize)).collect();
     let mut state: Vec<Vec<f32>> = sig
         .inputs
         .iter()

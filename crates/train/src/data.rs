@@ -4,8 +4,8 @@
 //! normalisation, and the augmentations (random crop with padding, horizontal
 //! flip) applied to a batch on the host.
 
-use crate::rng::Rng;
 use flate2::read::GzDecoder;
+use ir::rng::Rng;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
@@ -389,8 +389,8 @@ pub fn augment(images: &mut [f32], shape: (usize, usize, usize), aug: Augment, r
     for img in images.chunks_exact_mut(c * h * w) {
         let (dy, dx) = if p > 0 {
             (
-                (rng.below(2 * p as u64 + 1) as i64) - p,
-                (rng.below(2 * p as u64 + 1) as i64) - p,
+                (rng.below(2 * p as usize + 1) as i64) - p,
+                (rng.below(2 * p as usize + 1) as i64) - p,
             )
         } else {
             (0, 0)

@@ -6,7 +6,6 @@
 pub mod checkpoint;
 pub mod data;
 pub mod plot;
-pub mod rng;
 pub mod schedule;
 pub mod session;
 

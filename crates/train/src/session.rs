@@ -13,10 +13,10 @@
 
 use crate::checkpoint::{checkpoint_path, Checkpoint, CheckpointError};
 use crate::data::{self, augment, Augment, Dataset};
-use crate::rng::Rng;
 use crate::schedule::{bias_corrections, bn_momentum, lr_at};
 use engines::engine::{Engine, EngineKind, EngineOptions, Prepared};
 use engines::host::{HostData, HostTensor};
+use ir::rng::{Rng, TRAIN_SALT};
 use ir::Module;
 use layers::net::NetSpec;
 use layers::ops::norm::BnWorld;
@@ -430,7 +430,7 @@ impl Session {
     /// `(seed, epoch)` alone, so it does not depend on how the run got there.
     fn permutation(&mut self, epoch: u64) -> &[usize] {
         if self.perm.as_ref().map(|p| p.0) != Some(epoch) {
-            let mut r = Rng::derived(self.cfg.seed, 0x5EED_0000 + epoch);
+            let mut r = Rng::derived(self.cfg.seed, TRAIN_SALT, 0x5EED_0000 + epoch);
             self.perm = Some((epoch, r.permutation(self.data.train.len())));
         }
         &self.perm.as_ref().unwrap().1
@@ -859,7 +859,7 @@ pub fn init_values(init: &Init, n: usize, rng: &mut Rng) -> Vec<f32> {
 /// m = v = 0, running mean 0 and variance 1.
 pub fn initial_state(net: &NetSpec, sig: &StepSignature, seed: u64) -> Result<State, TrainError> {
     let specs = net.param_specs().map_err(|e| TrainError(e.to_string()))?;
-    let mut rng = Rng::derived(seed, 0x1417);
+    let mut rng = Rng::derived(seed, TRAIN_SALT, 0x1417);
     let params: Vec<Vec<f32>> = specs
         .iter()
         .map(|p| init_values(&p.init, p.ty.num_elements() as usize, &mut rng))
@@ -881,7 +881,7 @@ pub fn initial_state(net: &NetSpec, sig: &StepSignature, seed: u64) -> Result<St
         step: 0,
         epoch: 0,
         batch_in_epoch: 0,
-        rng: Rng::derived(seed, 0xA06),
+        rng: Rng::derived(seed, TRAIN_SALT, 0xA06),
         loss_sum: 0.0,
         correct: 0,
         seen: 0,
