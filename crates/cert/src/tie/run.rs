@@ -1,0 +1,112 @@
+//! The tie procedure: sample points until `points` are certified (and, within
+//! the attempt budget, until every decision outcome has been exercised), each
+//! point through the phases in order; the first refutation or failed
+//! evaluation ends the tie.
+
+use super::margins::Sites;
+use super::{BlockResult, Evidence, TieReport, Verdict};
+use super::{Tie, TieOptions, PROBE_RANGE};
+use den::{Scalar, Value};
+use ir::rng::{Rng, CERT_SALT};
+use ir::TensorType;
+
+impl Tie<'_> {
+    pub(crate) fn run<S: Scalar>(&self, opts: &TieOptions, exact: bool) -> TieReport {
+        let names = self.block_names();
+        let types = self.block_types();
+        let evidence = if exact {
+            Evidence::Exact
+        } else {
+            Evidence::F64 {
+                tolerance: opts.f64_tolerance,
+            }
+        };
+        let total_in: usize = types.iter().map(|t| t.num_elements() as usize).sum();
+        let total_out: usize = self.outputs.iter().map(|t| t.num_elements() as usize).sum();
+        let full = total_in + total_out <= opts.full_jacobian_limit;
+        let input = types
+            .first()
+            .cloned()
+            .unwrap_or_else(|| TensorType::f32(Vec::<i64>::new()));
+        let mut report = TieReport {
+            blocks: names.len(),
+            failure_bound: exact
+                .then(|| (2.0 / (2 * PROBE_RANGE + 1) as f64).powi(opts.probes as i32)),
+            full_jacobian: full,
+            block_results: names
+                .iter()
+                .map(|n| BlockResult {
+                    name: n.clone(),
+                    max_rel_discrepancy: 0.0,
+                    probes: 0,
+                })
+                .collect(),
+            ..TieReport::start(String::new(), input, evidence, opts.probes)
+        };
+        let mut sites = Sites::default();
+        let mut rng = Rng::salted(opts.seed.wrapping_add(1), CERT_SALT);
+        let scales = [1.0, 8.0, 0.25];
+        let mut attempt = 0;
+        // Certify at `points` points, and keep sampling (within the budget) while
+        // a decision outcome has never been exercised.
+        while report.points < opts.points
+            || (sites.missing_outcomes() && attempt < opts.max_attempts)
+        {
+            if attempt >= opts.max_attempts {
+                report.verdict = if report.points == 0 {
+                    Verdict::Undecided {
+                        reason: format!(
+                            "{} on a kink ({})",
+                            if self.at.is_some() {
+                                "the given point sits"
+                            } else {
+                                "every sampled point sits"
+                            },
+                            report.kinks_resampled.join(", ")
+                        ),
+                    }
+                } else {
+                    Verdict::Certified
+                };
+                break;
+            }
+            let scale = scales[attempt % scales.len()];
+            attempt += 1;
+            let point_f64 = self.sample_point(&mut rng, scale, exact);
+            let point: Vec<Value<S>> = self.to_values(&point_f64.blocks);
+
+            // Smooth-point hypothesis from the forward's recorded margins.
+            let margins = match self.jvp(&point, &self.zeros::<S>(), true) {
+                Ok((_, m)) => m,
+                Err(e) => {
+                    report.verdict = Verdict::Undecided {
+                        reason: format!("forward evaluation failed: {e}"),
+                    };
+                    return report;
+                }
+            };
+            if !self.accept_ties(&point_f64, &margins, &mut rng, opts, &mut report) {
+                continue;
+            }
+            self.record_min_margin(&margins, &mut report);
+
+            // Adjoint identity, block by block.
+            if let Err(v) = self.check_adjoint(&point, &mut rng, exact, opts, scale, &mut report) {
+                report.verdict = v;
+                return report;
+            }
+
+            // Full Jacobian at small sizes: every entry.
+            if full {
+                if let Some(v) = self.full_jacobian(&point, exact, opts.f64_tolerance) {
+                    report.verdict = v;
+                    return report;
+                }
+            }
+            report.points += 1;
+            self.record_sites(&margins, &mut sites, &mut report);
+        }
+        report.coverage = self.coverage(sites);
+        report
+    }
+}
