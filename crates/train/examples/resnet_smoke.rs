@@ -7,7 +7,7 @@
 //! `cargo run --release -p train --example resnet_smoke -- [STEPS] [BATCH] [HW]`
 //! (defaults 30 8 64).
 
-use den::exec::Plan;
+use exec::Plan;
 use den::{Tensor, Value};
 use ir::ElemType;
 use layers::net::resnet34;

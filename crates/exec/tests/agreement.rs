@@ -1,4 +1,4 @@
-//! The compiled f32 plan (`den::exec::Plan`) against the evaluator it must
+//! The compiled f32 plan (`exec::Plan`) against the evaluator it must
 //! agree with: the rendered cifar8-bbn f32 train steps (SGD, AdamW) within
 //! 1e-5 relative, norm-wise per output, of `eval_func::<f32>` on the generic
 //! path (fast: false); the bf16 step and random modules from `ir::testgen`
@@ -14,7 +14,7 @@
 //! one: bf16 rounding turns 1-ulp f32 differences into bf16 ulps, and at
 //! batch 4 the ordered and the fast evaluator differ by 13 % norm-wise.
 
-use den::exec::Plan;
+use exec::Plan;
 use den::{eval_func, EvalOptions, Tensor, Value};
 use ir::testgen::{random_func, random_module, Rng};
 use ir::{ElemType, Module, TensorType, Visibility};

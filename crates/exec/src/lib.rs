@@ -13,15 +13,16 @@
 //! with calls or regions that read outer values runs on the generic evaluator
 //! (fast kernels) as a whole.
 
-mod cse;
 mod fused;
+mod passes;
 mod pool;
 
-use crate::eval::{as_compare_selector, eval_func, wrap_int, EvalError, EvalOptions};
-use crate::fast::{self, ReduceKind};
-use crate::scalar::Scalar;
-use crate::tensor::Tensor;
-use crate::value::Value;
+use den::eval::{as_compare_selector, eval_func, wrap_int, EvalError, EvalOptions};
+use den::fast::{self, ReduceKind};
+use den::scalar::Scalar;
+use den::tensor::Tensor;
+use den::value::Value;
+use passes::cse;
 use fused::{Input, Merged, Node, Program, ViewSpec};
 use ir::{
     BinaryOp, Block, CompareType, ConvAttrs, DenseData, DotDims, ElemType, Func, FuncResult,
@@ -1278,7 +1279,7 @@ impl<'f> Builder<'f> {
         let mut order: Vec<usize> = (0..rank).collect();
         order.sort_by_key(|&d| std::cmp::Reverse(spec.strides[d]));
         let shape: Vec<usize> = order.iter().map(|&d| spec.shape[d]).collect();
-        let row_major = crate::tensor::row_major_strides(&shape);
+        let row_major = den::tensor::row_major_strides(&shape);
         if order
             .iter()
             .zip(&row_major)
@@ -1588,7 +1589,7 @@ impl<'f> Builder<'f> {
                     let Some(e) = self.operand(op.operands[0], &s) else {
                         return Some(false);
                     };
-                    let ostr = crate::tensor::row_major_strides(&rshape);
+                    let ostr = den::tensor::row_major_strides(&rshape);
                     let mut strides = vec![0isize; s.len()];
                     for (k, &d) in kept.iter().enumerate() {
                         strides[d] = ostr[k] as isize;

@@ -26,7 +26,7 @@ pub(crate) fn eliminate_common_subexpressions(f: &Func) -> Func {
     if f.body
         .ops
         .iter()
-        .any(|op| matches!(op.kind, OpKind::Call { .. }) || !op.regions.iter().all(super::closed))
+        .any(|op| matches!(op.kind, OpKind::Call { .. }) || !op.regions.iter().all(crate::closed))
     {
         return out;
     }

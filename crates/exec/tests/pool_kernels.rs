@@ -3,7 +3,7 @@
 //! position, NaN wins, +0 beats -0, rows and columns a window does not reach
 //! stay at the init value.
 
-use den::exec::Plan;
+use exec::Plan;
 use den::{eval_func, EvalOptions, Tensor, Value};
 use ir::ElemType;
 
