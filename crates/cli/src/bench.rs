@@ -242,8 +242,7 @@ impl<'m> StepRunner<'m> {
     fn new(kind: ExecutorKind, module: &'m Module, func: &str) -> Result<Self> {
         Ok(match kind {
             ExecutorKind::Plan => StepRunner::Plan(Box::new(
-                exec::Plan::compile(module, func)
-                    .map_err(|e| anyhow!("compiling @{func}: {e}"))?,
+                exec::Plan::compile(module, func).map_err(|e| anyhow!("compiling @{func}: {e}"))?,
             )),
             ExecutorKind::Eval => StepRunner::Eval {
                 module,

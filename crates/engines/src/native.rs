@@ -1,5 +1,5 @@
 //! The native engine: certgrad's own f32 execution of the parsed module. One
-//! replica runs through a `exec::Plan` (compiled once, reused every
+//! replica runs through an `exec::Plan` (compiled once, reused every
 //! step), falling back to the fast-path evaluator `den::eval_func` for a
 //! function the planner does not take; R > 1 replicas run through
 //! `den::eval_replicas`, which gives `all_reduce` its cross-replica meaning.

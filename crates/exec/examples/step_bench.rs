@@ -9,8 +9,8 @@
 //! steps of the plan, or its first N in execution order; `--list` prints the
 //! schedule: every step with its slots and fused program)
 
-use exec::Plan;
 use den::{eval_func, EvalOptions, Tensor, Value};
+use exec::Plan;
 use layers::trainstep::{render_train_step_parts, Optimizer, SlotKind, StepSignature};
 use std::time::Instant;
 

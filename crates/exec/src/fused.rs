@@ -197,7 +197,8 @@ pub(crate) enum Node {
 #[derive(Clone, Debug)]
 pub(crate) struct Program {
     pub nodes: Vec<Node>,
-    /// Test hook: added to every element of the program's value.
+    /// Test hook (`Plan::perturb_first_fused_loop_for_tests`, cargo feature
+    /// `fault-injection`): added to every element of the program's value.
     pub fault: f32,
 }
 

@@ -14,8 +14,8 @@
 //! one: bf16 rounding turns 1-ulp f32 differences into bf16 ulps, and at
 //! batch 4 the ordered and the fast evaluator differ by 13 % norm-wise.
 
-use exec::Plan;
 use den::{eval_func, EvalOptions, Tensor, Value};
+use exec::Plan;
 use ir::testgen::{random_func, random_module, Rng};
 use ir::{ElemType, Module, TensorType, Visibility};
 use layers::trainstep::{render_train_step_parts, Optimizer, Rendered, SlotKind};
@@ -213,7 +213,10 @@ fn a_perturbed_fused_loop_fails_the_agreement_check() {
         .unwrap()
         .outputs;
     let mut plan = Plan::compile(&r.module, func).unwrap();
-    assert!(plan.inject_fault(1e-3), "no fused loop to perturb");
+    assert!(
+        plan.perturb_first_fused_loop_for_tests(1e-3),
+        "no fused loop to perturb"
+    );
     let got = plan.run(inputs).unwrap();
     let m = first_disagreement(&got, &want, (REL, REL_ELEM));
     assert!(m.is_some(), "the perturbed plan passed the agreement check");

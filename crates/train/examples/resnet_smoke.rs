@@ -7,8 +7,8 @@
 //! `cargo run --release -p train --example resnet_smoke -- [STEPS] [BATCH] [HW]`
 //! (defaults 30 8 64).
 
-use exec::Plan;
 use den::{Tensor, Value};
+use exec::Plan;
 use ir::ElemType;
 use layers::net::resnet34;
 use layers::trainstep::{render_train_step, step_signature, Optimizer, SlotKind};
