@@ -46,7 +46,7 @@ pub struct StepArgs {
     /// After the timed steps, run N more with per-op timing and print the top 15 ops.
     #[arg(long)]
     pub profile: bool,
-    /// Run on the compiled executor, den::exec::Plan (the default).
+    /// Run on the compiled executor, exec::Plan (the default).
     #[arg(long, conflicts_with = "generic")]
     pub engine_plan: bool,
     /// Run on the op-by-op evaluator (den::eval_func, fast f32 kernels).
@@ -210,7 +210,7 @@ fn conv_flops(
 /// Which executor runs the step.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum ExecutorKind {
-    /// `den::exec::Plan`: compiled once, fused loops, buffers reused by liveness.
+    /// `exec::Plan`: compiled once, fused loops, buffers reused by liveness.
     Plan,
     /// `den::eval_func::<f32>` with the fast kernels: op by op, every
     /// intermediate materialised.
@@ -220,7 +220,7 @@ enum ExecutorKind {
 impl ExecutorKind {
     fn describe(self) -> &'static str {
         match self {
-            ExecutorKind::Plan => "plan (den::exec::Plan, compiled f32 executor)",
+            ExecutorKind::Plan => "plan (exec::Plan, compiled f32 executor)",
             ExecutorKind::Eval => "eval_func (den::eval_func, fast f32 kernels)",
         }
     }
@@ -234,7 +234,7 @@ impl ExecutorKind {
 
 /// A prepared executor for one rendered step function.
 enum StepRunner<'m> {
-    Plan(Box<den::exec::Plan>),
+    Plan(Box<exec::Plan>),
     Eval { module: &'m Module, func: String },
 }
 
@@ -242,8 +242,7 @@ impl<'m> StepRunner<'m> {
     fn new(kind: ExecutorKind, module: &'m Module, func: &str) -> Result<Self> {
         Ok(match kind {
             ExecutorKind::Plan => StepRunner::Plan(Box::new(
-                den::exec::Plan::compile(module, func)
-                    .map_err(|e| anyhow!("compiling @{func}: {e}"))?,
+                exec::Plan::compile(module, func).map_err(|e| anyhow!("compiling @{func}: {e}"))?,
             )),
             ExecutorKind::Eval => StepRunner::Eval {
                 module,
@@ -273,7 +272,7 @@ impl<'m> StepRunner<'m> {
         }
     }
 
-    fn profile(&self) -> Vec<den::exec::OpTime> {
+    fn profile(&self) -> Vec<exec::OpTime> {
         match self {
             StepRunner::Plan(p) => p.profile(),
             StepRunner::Eval { .. } => Vec::new(),
@@ -507,7 +506,7 @@ fn bench_step(a: &StepArgs) -> Result<()> {
     if a.profile && !runner.can_profile() {
         bail!(
             "--profile needs per-op timings, which only the compiled executor records \
-             (den::exec::Plan; {} does not)",
+             (exec::Plan; {} does not)",
             kind.name()
         );
     }
@@ -621,7 +620,7 @@ fn bench_step(a: &StepArgs) -> Result<()> {
     Ok(())
 }
 
-fn print_profile(rows: &[den::exec::OpTime], steps: f64, step_ms: f64) {
+fn print_profile(rows: &[exec::OpTime], steps: f64, step_ms: f64) {
     let total_ms: f64 = rows.iter().map(|r| r.nanos as f64 / 1e6).sum::<f64>() / steps;
     println!(
         "  per-op profile ({} profiled steps, {step_ms:.2} ms/step wall, {total_ms:.2} ms in ops; GFLOP/s from the plan's own FLOP count):",

@@ -4,10 +4,10 @@
 //! specification op by op; the same code gives f64/f32/bf16 execution,
 //! forward-mode derivatives (dual numbers), exact rational arithmetic and the
 //! decision margins the certifier needs. `fast` holds f32 kernels for the heavy
-//! ops, which must agree with the generic path.
+//! ops, which must agree with the generic path. The compiled f32 executor
+//! built on these kernels is the `exec` crate.
 
 pub mod eval;
-pub mod exec;
 pub mod fast;
 pub mod scalar;
 pub mod tensor;

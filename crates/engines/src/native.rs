@@ -1,5 +1,5 @@
 //! The native engine: certgrad's own f32 execution of the parsed module. One
-//! replica runs through a `den::exec::Plan` (compiled once, reused every
+//! replica runs through an `exec::Plan` (compiled once, reused every
 //! step), falling back to the fast-path evaluator `den::eval_func` for a
 //! function the planner does not take; R > 1 replicas run through
 //! `den::eval_replicas`, which gives `all_reduce` its cross-replica meaning.
@@ -30,7 +30,7 @@ impl Engine for NativeEngine {
             return Err(EngineError("replicas must be at least 1".into()));
         }
         let how = if replicas == 1 {
-            match den::exec::Plan::compile(module, func) {
+            match exec::Plan::compile(module, func) {
                 Ok(plan) => How::Plan(Box::new(plan)),
                 Err(e) => How::Evaluator {
                     why: format!("no plan: {e}"),
@@ -49,7 +49,7 @@ impl Engine for NativeEngine {
 }
 
 enum How {
-    Plan(Box<den::exec::Plan>),
+    Plan(Box<exec::Plan>),
     /// The fast-path evaluator, and why the planner was not used.
     Evaluator {
         why: String,
@@ -96,7 +96,7 @@ impl Prepared for NativePrepared {
 
     fn describe(&self) -> String {
         match &self.how {
-            How::Plan(_) => "native (den::exec plan)".into(),
+            How::Plan(_) => "native (exec plan)".into(),
             How::Evaluator { why } => format!("native (fast evaluator; {why})"),
             How::Replicas => format!("native ({} replicas, den::eval_replicas)", self.replicas),
         }

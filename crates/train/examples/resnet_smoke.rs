@@ -7,8 +7,8 @@
 //! `cargo run --release -p train --example resnet_smoke -- [STEPS] [BATCH] [HW]`
 //! (defaults 30 8 64).
 
-use den::exec::Plan;
 use den::{Tensor, Value};
+use exec::Plan;
 use ir::rng::{Rng, TRAIN_SALT};
 use ir::ElemType;
 use layers::net::resnet34;

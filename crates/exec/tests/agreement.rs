@@ -1,4 +1,4 @@
-//! The compiled f32 plan (`den::exec::Plan`) against the evaluator it must
+//! The compiled f32 plan (`exec::Plan`) against the evaluator it must
 //! agree with: the rendered cifar8-bbn f32 train steps (SGD, AdamW) within
 //! 1e-5 relative, norm-wise per output, of `eval_func::<f32>` on the generic
 //! path (fast: false); the bf16 step and random modules from `ir::testgen`
@@ -14,8 +14,8 @@
 //! one: bf16 rounding turns 1-ulp f32 differences into bf16 ulps, and at
 //! batch 4 the ordered and the fast evaluator differ by 13 % norm-wise.
 
-use den::exec::Plan;
 use den::{eval_func, EvalOptions, Tensor, Value};
+use exec::Plan;
 use ir::rng::Rng;
 use ir::testgen::{random_func, random_module};
 use ir::{ElemType, Module, TensorType, Visibility};
@@ -214,7 +214,10 @@ fn a_perturbed_fused_loop_fails_the_agreement_check() {
         .unwrap()
         .outputs;
     let mut plan = Plan::compile(&r.module, func).unwrap();
-    assert!(plan.inject_fault(1e-3), "no fused loop to perturb");
+    assert!(
+        plan.perturb_first_fused_loop_for_tests(1e-3),
+        "no fused loop to perturb"
+    );
     let got = plan.run(inputs).unwrap();
     let m = first_disagreement(&got, &want, (REL, REL_ELEM));
     assert!(m.is_some(), "the perturbed plan passed the agreement check");

@@ -1,16 +1,16 @@
 //! Times one cifar8-bbn SGD train step on the generic evaluator with the fast
 //! kernels (`eval_func::<f32>`, fast: true) and on the compiled plan
-//! (`den::exec::Plan`), median of N runs after warm-up, and prints the plan's
+//! (`exec::Plan`), median of N runs after warm-up, and prints the plan's
 //! profile.
 //!
-//! `cargo run --release -p den --example step_bench -- [--batch 32,128]
+//! `cargo run --release -p exec --example step_bench -- [--batch 32,128]
 //! [--reps N] [--no-generic] [--serial] [--net NAME] [--optimizer sgd|nesterov|adamw]
 //! [--steps N] [--in-order] [--list]` (`--steps N` also lists the N slowest
 //! steps of the plan, or its first N in execution order; `--list` prints the
 //! schedule: every step with its slots and fused program)
 
-use den::exec::Plan;
 use den::{eval_func, EvalOptions, Tensor, Value};
+use exec::Plan;
 use layers::trainstep::{render_train_step_parts, Optimizer, SlotKind, StepSignature};
 use std::time::Instant;
 

@@ -23,11 +23,9 @@ const MAX_CONSTANT_KEY: usize = 64;
 /// value from outside it, or the body has calls).
 pub(crate) fn eliminate_common_subexpressions(f: &Func) -> Func {
     let mut out = f.clone();
-    if f.body
-        .ops
-        .iter()
-        .any(|op| matches!(op.kind, OpKind::Call { .. }) || !op.regions.iter().all(super::closed))
-    {
+    if f.body.ops.iter().any(|op| {
+        matches!(op.kind, OpKind::Call { .. }) || !op.regions.iter().all(crate::compile::closed)
+    }) {
         return out;
     }
     let mut rename: HashMap<ValueId, ValueId> = HashMap::new();

@@ -3,8 +3,8 @@
 //! position, NaN wins, +0 beats -0, rows and columns a window does not reach
 //! stay at the init value.
 
-use den::exec::Plan;
 use den::{eval_func, EvalOptions, Tensor, Value};
+use exec::Plan;
 use ir::ElemType;
 
 fn module(h: usize, k: usize, sel: &str) -> String {

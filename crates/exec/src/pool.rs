@@ -12,7 +12,7 @@
 //! windows go per vector ([`simd`]): the same compares, bit selects and the
 //! one `init + source` add, lane-wise, so the bits are the portable loop's.
 
-use super::fused::{max_f32, min_f32};
+use crate::fused::{max_f32, min_f32};
 use rayon::prelude::*;
 
 /// Geometry of a tiling window over `[planes, ih, iw]`.

@@ -7,7 +7,7 @@
 //! (the non-rational functions go through the same [`Scalar`] methods, so they
 //! are bit-identical); only fused add-reductions sum in a different order.
 
-use crate::scalar::Scalar;
+use den::scalar::Scalar;
 use ir::{BinaryOp, CompareDirection, ElemType, UnaryOp};
 use rayon::prelude::*;
 
@@ -33,7 +33,7 @@ impl ViewSpec {
     pub fn identity(shape: &[usize]) -> Self {
         ViewSpec {
             shape: shape.to_vec(),
-            strides: crate::tensor::row_major_strides(shape)
+            strides: den::tensor::row_major_strides(shape)
                 .into_iter()
                 .map(|s| s as isize)
                 .collect(),
@@ -197,7 +197,8 @@ pub(crate) enum Node {
 #[derive(Clone, Debug)]
 pub(crate) struct Program {
     pub nodes: Vec<Node>,
-    /// Test hook: added to every element of the program's value.
+    /// Test hook (`Plan::perturb_first_fused_loop_for_tests`, cargo feature
+    /// `fault-injection`): added to every element of the program's value.
     pub fault: f32,
 }
 

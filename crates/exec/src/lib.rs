@@ -1,0 +1,30 @@
+//! exec: certgrad's compiled f32 executor. A function of an `ir::Module` is
+//! turned once into a straight-line schedule of steps (fused elementwise loops, fused
+//! add-reductions, the fast kernels for convolution / dot_general / pooling,
+//! and the generic evaluator for single ops it has no step for), with buffers
+//! released by liveness into a size-keyed pool so a repeated run neither keeps
+//! every intermediate alive nor re-zeroes fresh pages.
+//!
+//! It computes what `eval_func::<f32>` computes: elementwise ops are the same
+//! f32 operations (bit-identical); convolutions, dots and sums accumulate in
+//! a different order (the fast kernels' agreement bound). Reshape is free
+//! (the result shares its operand's buffer); transpose, reverse and
+//! broadcast_in_dim are strided reads fused into their consumers. A function
+//! with calls or regions that read outer values runs on the generic evaluator
+//! (fast kernels) as a whole.
+//!
+//! [`Plan`] is the API (`plan`). `compile` lowers a function to a
+//! `schedule` of steps, one module per op family; `passes` rewrite the
+//! function before lowering and the steps after it; `runtime` runs the
+//! steps over a buffer pool; `fused` (elementwise loops) and `pool` (tiling
+//! max-pool) are the plan's own kernels, den's fast kernels the others.
+
+mod compile;
+mod fused;
+mod passes;
+mod plan;
+mod pool;
+mod runtime;
+mod schedule;
+
+pub use plan::{OpTime, Plan, StepTime};

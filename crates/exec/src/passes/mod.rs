@@ -1,0 +1,13 @@
+//! Rewrites that change how a plan computes, never what it computes: common
+//! subexpressions removed from the function before it is lowered (`cse`),
+//! and on the lowered steps, adjacent sibling add-reductions merged into one
+//! pass (`sibling_reductions`) and a convolution's bias add folded into the
+//! convolution (`conv_bias`). Transposed convolution operands are read in
+//! place while lowering (`compile::kernels`).
+
+mod conv_bias;
+pub(crate) mod cse;
+mod sibling_reductions;
+
+pub(crate) use conv_bias::fold_conv_bias;
+pub(crate) use sibling_reductions::merge_sibling_reductions;

@@ -1,0 +1,87 @@
+//! Adjacent add-reductions over the same positions as one pass over their
+//! inputs.
+
+use crate::fused::Program;
+use crate::schedule::{Kind, ReduceOut, Step};
+
+/// Adjacent add-reductions over the same positions into the same shape,
+/// where the later does not read what the earlier writes, become one step:
+/// their programs side by side over the union of their inputs, each value
+/// summed as before (bit-identical), the inputs read once. The batch-BN
+/// backward takes Σdy and Σdy·x̂, then Σγdy and Σx̂·γdy, back to back.
+pub(crate) fn merge_sibling_reductions(steps: Vec<Step>) -> Vec<Step> {
+    let mut out: Vec<Step> = Vec::with_capacity(steps.len());
+    for step in steps {
+        if let Some(prev) = out.last_mut() {
+            if let Some(merged) = merge_reductions(prev, &step) {
+                prev.kind = merged;
+                prev.flops += step.flops;
+                continue;
+            }
+        }
+        out.push(step);
+    }
+    out
+}
+
+/// The two reductions as one, when they can share a pass.
+fn merge_reductions(a: &Step, b: &Step) -> Option<Kind> {
+    let (
+        Kind::Reduce {
+            prog: pa,
+            inputs: ia,
+            outs: oa,
+            len: la,
+            map: ma,
+            out_len: na,
+        },
+        Kind::Reduce {
+            prog: pb,
+            inputs: ib,
+            outs: ob,
+            len: lb,
+            map: mb,
+            out_len: nb,
+        },
+    ) = (&a.kind, &b.kind)
+    else {
+        return None;
+    };
+    let written: Vec<usize> = oa.iter().map(|o| o.slot).collect();
+    if la != lb
+        || na != nb
+        || ma != mb
+        || pa.fault != 0.0
+        || pb.fault != 0.0
+        || b.kind.reads().iter().any(|r| written.contains(r))
+    {
+        return None;
+    }
+    let mut inputs = ia.clone();
+    let remap: Vec<usize> = ib
+        .iter()
+        .map(|s| match inputs.iter().position(|t| t == s) {
+            Some(k) => k,
+            None => {
+                inputs.push(*s);
+                inputs.len() - 1
+            }
+        })
+        .collect();
+    let shift = pa.nodes.len();
+    let mut nodes = pa.nodes.clone();
+    nodes.extend(pb.nodes.iter().map(|n| n.shifted(shift, &remap)));
+    let mut outs = oa.clone();
+    outs.extend(ob.iter().map(|o| ReduceOut {
+        node: o.node + shift,
+        ..*o
+    }));
+    Some(Kind::Reduce {
+        prog: Program { nodes, fault: 0.0 },
+        inputs,
+        outs,
+        len: *la,
+        map: ma.clone(),
+        out_len: *na,
+    })
+}

@@ -1,0 +1,290 @@
+//! The executor's API: [`Plan`], compiled once from a function and run many
+//! times, and what a plan reports about itself: time per kind of step and
+//! per step while profiling, a one-line summary, the listing of its schedule.
+
+use crate::compile::Builder;
+use crate::passes::cse;
+use crate::runtime::Compiled;
+use crate::schedule::Kind;
+use den::{eval_func, EvalError, EvalOptions, Value};
+use ir::{Module, TensorType};
+use std::collections::HashMap;
+
+/// Time spent in one kind of step, summed over the calls of `Plan::run`
+/// since profiling was switched on.
+#[derive(Clone, Debug, PartialEq)]
+pub struct OpTime {
+    /// `stablehlo.convolution`, `fused(elementwise)`, `fused(reduce)`,
+    /// `copy` (a materialised transpose/broadcast/reverse), `generic(stablehlo.pad)`, …
+    pub op: String,
+    pub calls: u64,
+    pub nanos: u64,
+    /// Floating-point operations (2 per multiply-add; 1 per fused elementwise op and element).
+    pub flops: u64,
+}
+
+/// Time spent in one step of the plan (see [`Plan::step_profile`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct StepTime {
+    pub op: String,
+    /// Source line of the op the step comes from, when known.
+    pub line: Option<u32>,
+    /// Elements a fused loop iterates (0 for other steps).
+    pub elements: usize,
+    /// Elementwise ops fused into the loop.
+    pub ops: usize,
+    /// Buffers the loop reads.
+    pub inputs: usize,
+    pub calls: u64,
+    pub nanos: u64,
+}
+
+/// A compiled f32 execution plan for one function (see the crate docs).
+pub struct Plan {
+    func: String,
+    params: Vec<TensorType>,
+    body: Body,
+    profile: bool,
+    parallel: bool,
+}
+
+enum Body {
+    /// Calls or captured values: the generic evaluator runs the whole function.
+    Generic(Box<Module>),
+    Compiled(Compiled),
+}
+
+impl Plan {
+    /// Compiles `func` of `module`. Never fails on a function the generic
+    /// evaluator can run: what the plan has no step for runs on the generic
+    /// evaluator (one op, or the whole function).
+    pub fn compile(module: &Module, func: &str) -> Result<Plan, EvalError> {
+        let f = module.func(func).ok_or_else(|| EvalError {
+            func: func.to_string(),
+            op: "func.func",
+            line: None,
+            message: format!("no function @{func} in the module"),
+        })?;
+        let deduplicated = cse::eliminate_common_subexpressions(f);
+        let body = match Builder::new(&deduplicated).and_then(|b| b.build()) {
+            Some(c) => Body::Compiled(c),
+            None => Body::Generic(Box::new(module.clone())),
+        };
+        Ok(Plan {
+            func: func.to_string(),
+            params: f.params.iter().map(|p| p.ty.clone()).collect(),
+            body,
+            profile: false,
+            parallel: true,
+        })
+    }
+
+    /// Runs the function on `inputs` (checked against its signature as
+    /// `eval_func` checks them); the outputs are `eval_func`'s outputs.
+    pub fn run(&mut self, inputs: Vec<Value<f32>>) -> Result<Vec<Value<f32>>, EvalError> {
+        match &mut self.body {
+            Body::Generic(m) => {
+                let opts = EvalOptions {
+                    fast: true,
+                    record_margins: false,
+                    replicas: 1,
+                };
+                eval_func(m, &self.func, inputs, &opts).map(|e| e.outputs)
+            }
+            Body::Compiled(c) => {
+                check_inputs(&self.func, &self.params, &inputs)?;
+                c.run(&self.func, inputs, self.profile, self.parallel)
+            }
+        }
+    }
+
+    /// Times every step from now on (a little overhead per step).
+    pub fn set_profile(&mut self, on: bool) {
+        self.profile = on;
+    }
+
+    /// Whether loops over large buffers may use rayon's threads (default on).
+    pub fn set_parallel(&mut self, on: bool) {
+        self.parallel = on;
+    }
+
+    /// Clears the accumulated step times.
+    pub fn reset_profile(&mut self) {
+        if let Body::Compiled(c) = &mut self.body {
+            c.stats.iter_mut().for_each(|s| *s = (0, 0));
+        }
+    }
+
+    /// Time per kind of step, slowest first (empty for a function the generic
+    /// evaluator runs as a whole).
+    pub fn profile(&self) -> Vec<OpTime> {
+        let Body::Compiled(c) = &self.body else {
+            return Vec::new();
+        };
+        let mut by: HashMap<&str, OpTime> = HashMap::new();
+        for (s, &(calls, nanos)) in c.steps.iter().zip(&c.stats) {
+            if calls == 0 {
+                continue;
+            }
+            let e = by.entry(&s.label).or_insert_with(|| OpTime {
+                op: s.label.clone(),
+                calls: 0,
+                nanos: 0,
+                flops: 0,
+            });
+            e.calls += calls;
+            e.nanos += nanos;
+            e.flops += s.flops * calls;
+        }
+        let mut v: Vec<OpTime> = by.into_values().collect();
+        v.sort_by(|a, b| b.nanos.cmp(&a.nanos).then(a.op.cmp(&b.op)));
+        v
+    }
+
+    /// Time per step in plan order (for finding the slow loops inside a
+    /// kind): label, source line, elements the step iterates, fused ops,
+    /// calls and nanos since profiling was switched on.
+    pub fn step_profile(&self) -> Vec<StepTime> {
+        let Body::Compiled(c) = &self.body else {
+            return Vec::new();
+        };
+        c.steps
+            .iter()
+            .zip(&c.stats)
+            .map(|(s, &(calls, nanos))| {
+                let (elements, ops, inputs) = match &s.kind {
+                    Kind::Loop {
+                        prog, len, inputs, ..
+                    }
+                    | Kind::Reduce {
+                        prog, len, inputs, ..
+                    } => (*len, prog.op_count(), inputs.len()),
+                    _ => (0, 0, 0),
+                };
+                StepTime {
+                    op: s.label.clone(),
+                    line: s.line,
+                    elements,
+                    ops,
+                    inputs,
+                    calls,
+                    nanos,
+                }
+            })
+            .collect()
+    }
+
+    /// One line per step in execution order: what it runs, the slots it reads
+    /// and writes, and a fused loop's program (for reading a schedule).
+    pub fn listing(&self) -> Vec<String> {
+        let Body::Compiled(c) = &self.body else {
+            return vec!["whole function on the generic evaluator".into()];
+        };
+        c.steps
+            .iter()
+            .enumerate()
+            .map(|(i, st)| {
+                let detail = match &st.kind {
+                    Kind::Loop {
+                        prog,
+                        inputs,
+                        len,
+                        out,
+                        ..
+                    } => format!("len {len} {inputs:?} -> {out}: {:?}", prog.nodes),
+                    Kind::Reduce {
+                        prog,
+                        inputs,
+                        len,
+                        outs,
+                        ..
+                    } => format!(
+                        "len {len} {inputs:?} -> {:?}: {:?}",
+                        outs.iter().map(|o| (o.slot, o.node)).collect::<Vec<_>>(),
+                        prog.nodes
+                    ),
+                    k => format!("{:?} -> {:?}", k.reads(), k.writes()),
+                };
+                format!("{i:4} {:<36} {detail}", st.label)
+            })
+            .collect()
+    }
+
+    /// One line: steps, fused elementwise ops, ops left to the generic evaluator.
+    pub fn summary(&self) -> String {
+        match &self.body {
+            Body::Generic(_) => "whole function on the generic evaluator".to_string(),
+            Body::Compiled(c) => {
+                let fused: usize = c
+                    .steps
+                    .iter()
+                    .map(|s| match &s.kind {
+                        Kind::Loop { prog, .. } | Kind::Reduce { prog, .. } => prog.op_count(),
+                        _ => 0,
+                    })
+                    .sum();
+                let generic: Vec<&str> = c
+                    .steps
+                    .iter()
+                    .filter(|s| matches!(s.kind, Kind::Generic { .. }))
+                    .map(|s| s.op)
+                    .collect();
+                format!(
+                    "{} steps, {fused} elementwise ops fused, {} ops on the generic evaluator{}",
+                    c.steps.len(),
+                    generic.len(),
+                    if generic.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" ({})", generic.join(", "))
+                    }
+                )
+            }
+        }
+    }
+
+    /// Negative-control hook for tests (cargo feature `fault-injection`,
+    /// off by default): adds `delta` to every element written by the first
+    /// fused loop with at least two elementwise ops, a shape-preserving bug
+    /// an agreement check must catch. Returns whether such a loop exists.
+    #[cfg(feature = "fault-injection")]
+    pub fn perturb_first_fused_loop_for_tests(&mut self, delta: f32) -> bool {
+        let Body::Compiled(c) = &mut self.body else {
+            return false;
+        };
+        for s in &mut c.steps {
+            if let Kind::Loop { prog, .. } = &mut s.kind {
+                if prog.op_count() >= 2 {
+                    prog.fault = delta;
+                    return true;
+                }
+            }
+        }
+        false
+    }
+}
+
+fn check_inputs(func: &str, params: &[TensorType], inputs: &[Value<f32>]) -> Result<(), EvalError> {
+    let err = |message: String| EvalError {
+        func: func.to_string(),
+        op: "func.func",
+        line: None,
+        message,
+    };
+    if inputs.len() != params.len() {
+        return Err(err(format!(
+            "expected {} inputs, got {}",
+            params.len(),
+            inputs.len()
+        )));
+    }
+    for (i, (p, v)) in params.iter().zip(inputs).enumerate() {
+        if v.ty() != *p {
+            return Err(err(format!(
+                "input {i} has type {}, the signature says {p}",
+                v.ty()
+            )));
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,168 @@
+//! The schedule a plan runs: steps over numbered slots, what each step
+//! computes, reads and writes. The compiler emits it, the passes rewrite it,
+//! the runtime executes it.
+
+use crate::fused::{Merged, Program};
+use crate::pool;
+use den::fast::ReduceKind;
+use ir::{ConvAttrs, DotDims, ElemType, Module, ScatterWindowAttrs, TensorType, WindowAttrs};
+
+/// A reduction's initial value: a constant, or the scalar in a slot.
+#[derive(Clone, Copy)]
+pub(crate) enum Init {
+    Const(f32),
+    Slot(usize),
+}
+
+pub(crate) struct Step {
+    pub label: String,
+    /// The op the step comes from, for errors.
+    pub op: &'static str,
+    pub line: Option<u32>,
+    pub flops: u64,
+    pub kind: Kind,
+}
+
+/// One output of a [`Kind::Reduce`]: its slot, initial value and the program
+/// node it sums.
+#[derive(Clone, Copy)]
+pub(crate) struct ReduceOut {
+    pub slot: usize,
+    pub init: Init,
+    pub node: usize,
+}
+
+/// What a step computes; kernel operands are `(slot, shape)`.
+pub(crate) enum Kind {
+    Const {
+        out: usize,
+        data: ConstData,
+    },
+    Loop {
+        prog: Program,
+        inputs: Vec<usize>,
+        out: usize,
+        len: usize,
+        /// An input whose buffer dies here and may become the output.
+        in_place: Option<usize>,
+    },
+    /// Add-reductions over the same positions into the same output shape,
+    /// one pass for all (siblings merged by [`crate::passes::merge_sibling_reductions`]).
+    Reduce {
+        prog: Program,
+        inputs: Vec<usize>,
+        outs: Vec<ReduceOut>,
+        len: usize,
+        map: Merged,
+        out_len: usize,
+    },
+    Conv {
+        lhs: (usize, Vec<usize>),
+        rhs: (usize, Vec<usize>),
+        attrs: ConvAttrs,
+        out: usize,
+        shape: Vec<usize>,
+        /// A per-output-feature bias added as the result is written (the
+        /// `conv + broadcast(b)` loop folded in by [`crate::passes::fold_conv_bias`]).
+        bias: Option<usize>,
+    },
+    Dot {
+        lhs: (usize, Vec<usize>),
+        rhs: (usize, Vec<usize>),
+        dims: DotDims,
+        out: usize,
+        shape: Vec<usize>,
+    },
+    ReduceFold {
+        input: (usize, Vec<usize>),
+        init: Init,
+        kind: ReduceKind,
+        dims: Vec<usize>,
+        out: usize,
+        shape: Vec<usize>,
+    },
+    Window {
+        input: (usize, Vec<usize>),
+        init: Init,
+        kind: ReduceKind,
+        attrs: WindowAttrs,
+        out: usize,
+        shape: Vec<usize>,
+        /// Max/min over tiling windows: the plan's own kernel.
+        tiles: Option<pool::Tiles>,
+    },
+    Scatter {
+        operand: (usize, Vec<usize>),
+        source: (usize, Vec<usize>),
+        init: Init,
+        select: ir::CompareDirection,
+        attrs: ScatterWindowAttrs,
+        out: usize,
+        tiles: Option<pool::Tiles>,
+    },
+    Generic {
+        module: Module,
+        operands: Vec<(usize, TensorType)>,
+        results: Vec<usize>,
+    },
+}
+
+#[derive(Clone)]
+pub(crate) enum ConstData {
+    F(Vec<f32>),
+    I(Vec<i64>),
+}
+
+impl Kind {
+    pub(crate) fn reads(&self) -> Vec<usize> {
+        let init = |i: &Init| match i {
+            Init::Slot(s) => vec![*s],
+            Init::Const(_) => vec![],
+        };
+        match self {
+            Kind::Const { .. } => vec![],
+            Kind::Loop { inputs, .. } => inputs.clone(),
+            Kind::Reduce { inputs, outs, .. } => inputs
+                .iter()
+                .copied()
+                .chain(outs.iter().flat_map(|o| init(&o.init)))
+                .collect(),
+            Kind::Conv { lhs, rhs, bias, .. } => [lhs.0, rhs.0].into_iter().chain(*bias).collect(),
+            Kind::Dot { lhs, rhs, .. } => vec![lhs.0, rhs.0],
+            Kind::ReduceFold { input, init: i, .. } | Kind::Window { input, init: i, .. } => {
+                [vec![input.0], init(i)].concat()
+            }
+            Kind::Scatter {
+                operand,
+                source,
+                init: i,
+                ..
+            } => [vec![operand.0, source.0], init(i)].concat(),
+            Kind::Generic { operands, .. } => operands.iter().map(|o| o.0).collect(),
+        }
+    }
+
+    pub(crate) fn writes(&self) -> Vec<usize> {
+        match self {
+            Kind::Const { out, .. }
+            | Kind::Loop { out, .. }
+            | Kind::Conv { out, .. }
+            | Kind::Dot { out, .. }
+            | Kind::ReduceFold { out, .. }
+            | Kind::Window { out, .. }
+            | Kind::Scatter { out, .. } => vec![*out],
+            Kind::Reduce { outs, .. } => outs.iter().map(|o| o.slot).collect(),
+            Kind::Generic { results, .. } => results.clone(),
+        }
+    }
+}
+
+/// bf16 and f16: computed in f32, every result rounded to the type.
+pub(crate) fn narrow(e: ElemType) -> bool {
+    matches!(e, ElemType::BF16 | ElemType::F16)
+}
+
+/// A shape's dimensions as extents (negative, i.e. dynamic, ones as 0).
+pub(crate) fn dims(s: &[i64]) -> Vec<usize> {
+    s.iter().map(|&d| d.max(0) as usize).collect()
+}
