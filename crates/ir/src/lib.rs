@@ -9,6 +9,7 @@ pub mod infer;
 pub mod module;
 pub mod ops;
 pub mod parse;
+pub mod passes;
 pub mod print;
 #[doc(hidden)]
 pub mod testgen;
