@@ -28,7 +28,7 @@ use ir::rng::{Rng, CERT_SALT};
 use ir::{ElemType, Module};
 use layers::net::{LayerSpec, NetSpec};
 use layers::ops::norm::BnWorld;
-use layers::trainstep::{render_train_step_with, step_signature_with, SlotKind, StepOptions};
+use layers::trainstep::{render_step, step_signature_with, SlotKind, StepOptions};
 use std::cmp::Ordering;
 use std::time::Instant;
 
@@ -298,7 +298,9 @@ fn run<S: Scalar>(
         return Ok(Verdict::Certified);
     }
 
-    let reference = render_train_step_with(net, ref_batch, &single).map_err(|e| e.to_string())?;
+    let reference = render_step(net, ref_batch, &single)
+        .map_err(|e| e.to_string())?
+        .module;
     let ref_eval = EvalOptions {
         replicas: 1,
         ..eval_opts

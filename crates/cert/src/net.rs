@@ -510,10 +510,11 @@ pub fn forward_segments(spec: &NetSpec, batch: i64) -> Result<ForwardSegments, L
 /// What the drift guard compared.
 #[derive(Clone, Debug, PartialEq)]
 pub struct DriftReport {
-    /// Layers whose emitted ops are identical (up to SSA renumbering).
+    /// Layers whose emitted ops are identical (up to SSA renumbering),
+    /// per-example batch norms included.
     pub identical_layers: usize,
-    /// Batch-norm layers and residual blocks (which hold batch norms), each
-    /// emitted differently in the two forwards.
+    /// Batch-norm layers and residual blocks (which hold batch norms) that
+    /// switch world, each emitted differently in the two forwards.
     pub bn_layers: usize,
     /// Ops compared outside the batch norms.
     pub ops_compared: usize,
@@ -525,7 +526,11 @@ pub struct DriftReport {
 /// attributes, result types) on corresponding operands; every eval batch norm
 /// must be in the Eval world and its emitted ops must differ from the train
 /// one's (a switch that changed nothing would hide a train net scored with
-/// train statistics). Errors name the first layer and op that drifted.
+/// train statistics). A batch norm (or block) the train net runs per example
+/// has no running statistics to switch to: it is the same function at train
+/// and eval, so the eval forward must keep it, op for op (the eval net the
+/// renderer derives, `NetSpec::with_batch_stat_bns_in(Eval)`, does). Errors
+/// name the first layer and op that drifted.
 pub fn check_eval_drift(
     train: &NetSpec,
     eval: &NetSpec,
@@ -569,6 +574,18 @@ pub fn check_eval_drift(
         }
         let ops_a = &a.func.body.ops[*ta..*tb];
         let ops_b = &b.func.body.ops[*ea..*eb];
+        if la.bn_world() == Some(BnWorld::PerExample) {
+            if la != lb {
+                return Err(err(format!(
+                    "{name}: the train forward's per-example batch norm is the same function \
+                     at eval, but the eval forward has {lb:?}"
+                )));
+            }
+            report.ops_compared +=
+                same_ops(ops_a, ops_b, &mut map).map_err(|m| err(format!("{name}: {m}")))?;
+            report.identical_layers += 1;
+            continue;
+        }
         match (la, lb) {
             (LayerSpec::BatchNorm { .. }, LayerSpec::BatchNorm { world, .. }) => {
                 if *world != BnWorld::Eval {
@@ -617,24 +634,33 @@ pub fn check_eval_drift(
                 )));
             }
             _ => {
-                if ops_a.len() != ops_b.len() {
-                    return Err(err(format!(
-                        "{name}: {} ops in train, {} in eval",
-                        ops_a.len(),
-                        ops_b.len()
-                    )));
-                }
-                for (k, (x, y)) in ops_a.iter().zip(ops_b).enumerate() {
-                    same_op(x, y, &mut map).map_err(|m| {
-                        err(format!("{name}: op {k} ({}) differs: {m}", x.kind.name()))
-                    })?;
-                    report.ops_compared += 1;
-                }
+                report.ops_compared +=
+                    same_ops(ops_a, ops_b, &mut map).map_err(|m| err(format!("{name}: {m}")))?;
                 report.identical_layers += 1;
             }
         }
     }
     Ok(report)
+}
+
+/// Every op of `ops_a` is the same op as its counterpart in `ops_b`; the
+/// number of ops compared.
+fn same_ops(
+    ops_a: &[Op],
+    ops_b: &[Op],
+    map: &mut HashMap<ValueId, ValueId>,
+) -> Result<usize, String> {
+    if ops_a.len() != ops_b.len() {
+        return Err(format!(
+            "{} ops in train, {} in eval",
+            ops_a.len(),
+            ops_b.len()
+        ));
+    }
+    for (k, (x, y)) in ops_a.iter().zip(ops_b).enumerate() {
+        same_op(x, y, map).map_err(|m| format!("op {k} ({}) differs: {m}", x.kind.name()))?;
+    }
+    Ok(ops_a.len())
 }
 
 /// A layer whose batch norms switch world between the two forwards: `Err`

@@ -14,7 +14,7 @@ use den::Scalar;
 use ir::{BinaryOp, DenseData, Module, OpKind};
 use layers::net::{by_name, NetSpec};
 use layers::ops::norm::BnWorld;
-use layers::trainstep::{render_train_step_with, Optimizer, StepOptions};
+use layers::trainstep::{render_step, Optimizer, StepOptions};
 
 fn dp(opt: Optimizer, replicas: usize) -> StepOptions {
     StepOptions {
@@ -35,7 +35,7 @@ fn check<S: Scalar>(
 }
 
 fn render(net: &NetSpec, batch: i64, step: &StepOptions) -> Module {
-    render_train_step_with(net, batch, step).unwrap()
+    render_step(net, batch, step).unwrap().module
 }
 
 fn assert_refuted(r: &DpReport, block_prefix: &str) {

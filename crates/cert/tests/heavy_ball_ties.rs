@@ -12,7 +12,8 @@ use ir::{BinaryOp, Module, Op, OpKind, SrcLoc, ValueId};
 use layers::net::{by_name, NetSpec};
 use layers::ops::norm::BnWorld;
 use layers::trainstep::{
-    render_train_step, step_signature, Optimizer, SlotKind, HEAVY_BALL_MU, HEAVY_BALL_WEIGHT_DECAY,
+    render_step, step_signature, Optimizer, SlotKind, StepOptions, HEAVY_BALL_MU,
+    HEAVY_BALL_WEIGHT_DECAY,
 };
 
 const HB: Optimizer = Optimizer::HeavyBall;
@@ -66,13 +67,13 @@ fn drop_l2(m: &mut Module, v_new: ValueId) -> ValueId {
 fn heavy_ball_certifies_on_every_bn_world_and_cifar8_bbn() {
     for bn in [None, Some(BnWorld::PerExample), Some(BnWorld::Batch)] {
         let net = tiny(bn);
-        let m = render_train_step(&net, 3, HB, false).unwrap();
+        let m = render_step(&net, 3, &StepOptions::new(HB)).unwrap().module;
         let r = certify(&net, &m);
         assert!(r.certified(), "{bn:?}: {:?}", r.verdict);
         assert!(r.tail_gap < 1e-12, "{bn:?}: tail gap {:e}", r.tail_gap);
     }
     let net = by_name("cifar8-bbn").unwrap();
-    let m = render_train_step(&net, 2, HB, false).unwrap();
+    let m = render_step(&net, 2, &StepOptions::new(HB)).unwrap().module;
     let r = certify_train_step(&net, 2, HB, &m, &StepTieOptions::default());
     assert!(r.certified(), "{:?}", r.verdict);
     assert_eq!(r.blocks.len(), 38);
@@ -85,7 +86,7 @@ fn heavy_ball_render_has_the_recipe_constants() {
     assert_eq!((HEAVY_BALL_MU, HEAVY_BALL_WEIGHT_DECAY), (0.9, 1e-4));
     assert_eq!(Optimizer::parse("momentum"), Some(HB));
     let net = tiny(None);
-    let m = render_train_step(&net, 3, HB, false).unwrap();
+    let m = render_step(&net, 3, &StepOptions::new(HB)).unwrap().module;
     assert_eq!(m.funcs[0].name, "tiny_hbmom_train_step");
     let (theta_new, v_new) = outputs(&net, &m, 0);
     let sub = def(&m, theta_new);
@@ -100,7 +101,7 @@ fn heavy_ball_render_has_the_recipe_constants() {
 #[test]
 fn heavy_ball_without_l2_is_refuted() {
     let net = tiny(Some(BnWorld::Batch));
-    let mut m = render_train_step(&net, 3, HB, false).unwrap();
+    let mut m = render_step(&net, 3, &StepOptions::new(HB)).unwrap().module;
     let (_, v_new) = outputs(&net, &m, 0);
     drop_l2(&mut m, v_new);
     ir::verify_module(&m).unwrap();
@@ -113,7 +114,7 @@ fn heavy_ball_without_l2_is_refuted() {
 #[test]
 fn heavy_ball_with_decoupled_decay_is_refuted() {
     let net = tiny(None);
-    let mut m = render_train_step(&net, 3, HB, false).unwrap();
+    let mut m = render_step(&net, 3, &StepOptions::new(HB)).unwrap().module;
     let (theta_new, v_new) = outputs(&net, &m, 0);
     let wd_theta = drop_l2(&mut m, v_new);
     let lr_b = def(&m, def(&m, theta_new).operands[1]).operands[0];
@@ -153,7 +154,9 @@ fn heavy_ball_with_decoupled_decay_is_refuted() {
 #[test]
 fn nesterov_tail_under_the_heavy_ball_name_is_refuted() {
     let net = tiny(Some(BnWorld::PerExample));
-    let mut m = render_train_step(&net, 3, Optimizer::Nesterov, false).unwrap();
+    let mut m = render_step(&net, 3, &StepOptions::new(Optimizer::Nesterov))
+        .unwrap()
+        .module;
     m.funcs[0].name = step_signature(&net, 3, HB).unwrap().func;
     let r = certify(&net, &m);
     assert!(

@@ -280,7 +280,7 @@ fn a_backward_at_the_wrong_activation_is_refuted() {
 #[test]
 fn the_eval_forward_differs_from_the_train_forward_only_in_batch_norms() {
     for (net, n) in [(tiny(), 3), (by_name("cifar8-bbn").unwrap(), 2)] {
-        let eval = net.with_bn_world(BnWorld::Eval);
+        let eval = net.with_every_bn_in(BnWorld::Eval);
         let r = check_eval_drift(&net, &eval, n).unwrap();
         let bn = net
             .layers
@@ -316,7 +316,7 @@ fn the_forward_fold_segments_the_chains_emitted_forward() {
 
 /// The eval net with one layer replaced (a drifted eval forward).
 fn drifted(net: &NetSpec, layer: &str, spec: LayerSpec) -> NetSpec {
-    let mut eval = net.with_bn_world(BnWorld::Eval);
+    let mut eval = net.with_every_bn_in(BnWorld::Eval);
     let i = eval.layers.iter().position(|(n, _)| n == layer).unwrap();
     eval.layers[i].1 = spec;
     eval
@@ -337,14 +337,14 @@ fn a_pool_that_drifted_between_train_and_eval_is_caught() {
     ] {
         let eval = drifted(&net, layer, pool3.clone());
         assert_eq!(
-            net.with_bn_world(BnWorld::Eval)
+            net.with_every_bn_in(BnWorld::Eval)
                 .chain()
                 .unwrap()
                 .output_type(&net.input_type(2)),
             eval.chain().unwrap().output_type(&net.input_type(2))
         );
         assert_eq!(
-            net.with_bn_world(BnWorld::Eval).param_count(),
+            net.with_every_bn_in(BnWorld::Eval).param_count(),
             eval.param_count()
         );
         let e = check_eval_drift(&net, &eval, 2).unwrap_err();

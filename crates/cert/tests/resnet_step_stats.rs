@@ -11,8 +11,8 @@ use ir::{ElemType, Module};
 use layers::net::{resnet34_width, NetSpec};
 use layers::ops::norm::BnWorld;
 use layers::trainstep::{
-    eval_signature, render_eval_forward, render_logits_forward, render_train_step, step_signature,
-    Optimizer, Slot, SlotKind,
+    eval_signature, render_eval_forward, render_logits_forward, render_step, step_signature,
+    Optimizer, Slot, SlotKind, StepOptions,
 };
 use std::collections::HashMap;
 
@@ -75,7 +75,9 @@ fn step_outputs(
     inputs: &HashMap<String, Tensor<f64>>,
 ) -> HashMap<String, Tensor<f64>> {
     let sig = step_signature(net, BATCH, Optimizer::Sgd).unwrap();
-    let step = render_train_step(net, BATCH, Optimizer::Sgd, false).unwrap();
+    let step = render_step(net, BATCH, &StepOptions::new(Optimizer::Sgd))
+        .unwrap()
+        .module;
     let outs = run(&step, &sig.func, &sig.inputs, inputs);
     sig.outputs
         .iter()
@@ -172,7 +174,7 @@ fn every_sites_batch_stats_turn_the_eval_forward_into_the_batch_forward() {
     let want = run(&batch_fwd.module, &esig.func, &esig.inputs, &inputs).remove(0);
 
     // The eval forward with every running stat := that site's batch stat.
-    let eval = render_eval_forward(&net, BATCH).unwrap();
+    let eval = render_eval_forward(&net, BATCH).unwrap().module;
     let sites = net.bn_sites().unwrap();
     assert_eq!(sites.len(), 36);
     for s in &sites {
@@ -207,9 +209,8 @@ fn every_sites_batch_stats_turn_the_eval_forward_into_the_batch_forward() {
 fn the_eval_switch_passes_the_drift_checker_on_a_small_resnet() {
     use cert::net::check_eval_drift;
     use layers::net::LayerSpec;
-    use layers::trainstep::with_batch_bn_world;
     let net = resnet34_width(10, (32, 32), 4);
-    let eval = with_batch_bn_world(&net, BnWorld::Eval);
+    let eval = net.with_batch_stat_bns_in(BnWorld::Eval);
     let r = check_eval_drift(&net, &eval, BATCH).unwrap();
     // The stem BN and the 16 blocks switch; everything else is identical.
     assert_eq!(r.bn_layers, 1 + 16);

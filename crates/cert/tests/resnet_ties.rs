@@ -22,7 +22,7 @@ use layers::net::{resnet34, resnet34_width, resnet50, resnet50_width, LayerSpec,
 use layers::ops::activation::Relu;
 use layers::ops::conv::{Conv2d, Padding};
 use layers::ops::norm::{BatchNorm, BnWorld};
-use layers::trainstep::{render_train_step, Optimizer};
+use layers::trainstep::{render_step, Optimizer, StepOptions};
 use layers::{tie_funcs, CertLayer, Emit, Grads, ReplacedBackward, Saved};
 
 const NORM: BlockNorm = BlockNorm {
@@ -493,7 +493,7 @@ fn resnet_train_steps_every_parameter_ties() {
         (resnet50_width(10, (32, 32), 4), 161),
     ] {
         for opt in [Optimizer::AdamW, Optimizer::HeavyBall] {
-            let step = render_train_step(&net, 2, opt, false).unwrap();
+            let step = render_step(&net, 2, &StepOptions::new(opt)).unwrap().module;
             let r = certify_train_step(&net, 2, opt, &step, &StepTieOptions::default());
             eprintln!("{} {opt:?}: {:.1}s", net.name, r.seconds);
             assert!(r.certified(), "{} {opt:?}: {:?}", net.name, r.verdict);
@@ -506,7 +506,9 @@ fn resnet_train_steps_every_parameter_ties() {
 #[ignore = "heavy: full-width ResNet-34 step tie, ~160-200 s (110 generic dual forwards)"]
 fn resnet34_full_width_train_step_every_parameter_ties() {
     let net = resnet34(10, (32, 32));
-    let step = render_train_step(&net, 2, Optimizer::AdamW, false).unwrap();
+    let step = render_step(&net, 2, &StepOptions::new(Optimizer::AdamW))
+        .unwrap()
+        .module;
     let r = certify_train_step(&net, 2, Optimizer::AdamW, &step, &StepTieOptions::default());
     eprintln!("{}: {:.1}s", net.name, r.seconds);
     assert!(r.certified(), "{:?}", r.verdict);
@@ -519,7 +521,7 @@ fn resnet34_full_width_train_step_every_parameter_ties() {
 fn resnet_eval_forward_differs_from_train_only_in_its_batch_norms() {
     use cert::net::check_eval_drift;
     let train = resnet34(10, (32, 32));
-    let eval = train.with_bn_world(BnWorld::Eval);
+    let eval = train.with_every_bn_in(BnWorld::Eval);
     let r = check_eval_drift(&train, &eval, 2).unwrap();
     // The stem BN and the 16 blocks switch; stem conv, pool, ReLU, GAP, fc
     // are op-for-op identical.

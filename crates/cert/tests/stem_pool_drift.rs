@@ -25,8 +25,8 @@ use layers::ops::conv::Padding;
 use layers::ops::norm::BnWorld;
 use layers::ops::pool::{MaxPool, PoolBackward};
 use layers::trainstep::{
-    eval_signature, render_eval_forward, render_train_step, step_signature, Optimizer, Slot,
-    SlotKind,
+    eval_signature, render_eval_forward, render_step, step_signature, Optimizer, Slot, SlotKind,
+    StepOptions,
 };
 use layers::{
     tie_funcs, CertLayer, Chain, Emit, Grads, KinkKind, LayerError, ReplacedBackward, Saved, Sites,
@@ -270,7 +270,7 @@ fn run(module: &Module, func: &str, inputs: Vec<Value<f32>>) -> Vec<Vec<f32>> {
 
 fn logits(spec: &NetSpec, batch: i64, seed: u64) -> Vec<f32> {
     let sig = eval_signature(spec, batch).unwrap();
-    let module = render_eval_forward(spec, batch).unwrap();
+    let module = render_eval_forward(spec, batch).unwrap().module;
     run(&module, &sig.func, inputs_for(&sig.inputs, seed)).remove(0)
 }
 
@@ -343,8 +343,8 @@ fn the_pool_backward_form_never_reaches_a_forward_or_a_pool_free_net() {
     ] {
         let [sas, sums] = FORMS.map(|f| make.with_pool_backward(f));
         assert_eq!(
-            text(render_eval_forward(&sas, 2).unwrap()),
-            text(render_eval_forward(&sums, 2).unwrap()),
+            text(render_eval_forward(&sas, 2).unwrap().module),
+            text(render_eval_forward(&sums, 2).unwrap().module),
             "{}: eval forward",
             make.name
         );
@@ -352,8 +352,8 @@ fn the_pool_backward_form_never_reaches_a_forward_or_a_pool_free_net() {
     let [a, b] = FORMS.map(pool_free_net);
     for opt in [Optimizer::Sgd, Optimizer::AdamW] {
         assert_eq!(
-            text(render_train_step(&a, 2, opt, false).unwrap()),
-            text(render_train_step(&b, 2, opt, false).unwrap()),
+            text(render_step(&a, 2, &StepOptions::new(opt)).unwrap().module),
+            text(render_step(&b, 2, &StepOptions::new(opt)).unwrap().module),
             "a net without a max pool renders the same step under either form"
         );
     }
@@ -371,8 +371,13 @@ fn both_pool_backward_forms_give_bit_identical_train_steps() {
         let sig = step_signature(&make, 2, Optimizer::Sgd).unwrap();
         let inputs = inputs_for(&sig.inputs, 21);
         let outs = FORMS.map(|f| {
-            let m =
-                render_train_step(&make.with_pool_backward(f), 2, Optimizer::Sgd, false).unwrap();
+            let m = render_step(
+                &make.with_pool_backward(f),
+                2,
+                &StepOptions::new(Optimizer::Sgd),
+            )
+            .unwrap()
+            .module;
             run(&m, &sig.func, inputs.clone())
         });
         // Not vacuous: the step moved the stem conv's weights (upstream of
@@ -559,14 +564,16 @@ fn the_pool_geometry_is_read_from_the_netspec_by_every_render() {
             let got = pool_share(chain_bwd(&spec), &conv_only);
             assert_eq!(got, want, "{g:?} {form:?} backward chain");
             // The eval forward and the train step, from their text.
-            let eval = seen(&reparsed(&render_eval_forward(&spec, 2).unwrap()));
+            let eval = seen(&reparsed(&render_eval_forward(&spec, 2).unwrap().module));
             assert_eq!(
                 eval.reduce_windows,
                 vec![p.window_attrs()],
                 "{g:?} eval forward"
             );
             assert!(eval.scatters.is_empty());
-            let render = |spec: &NetSpec| render_train_step(spec, 2, Optimizer::AdamW, false);
+            let render = |spec: &NetSpec| {
+                render_step(spec, 2, &StepOptions::new(Optimizer::AdamW)).map(|r| r.module)
+            };
             let step = render(&spec).unwrap();
             let text = ir::print::print_module(&step);
             assert_eq!(

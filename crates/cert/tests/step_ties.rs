@@ -11,7 +11,7 @@ use ir::{BinaryOp, DenseData, ElemType, Module, OpKind, ValueId};
 use layers::net::{by_name, LayerSpec, NetSpec};
 use layers::ops::conv::Padding;
 use layers::ops::norm::BnWorld;
-use layers::trainstep::{render_train_step, step_signature, Optimizer, SlotKind};
+use layers::trainstep::{render_step, step_signature, Optimizer, SlotKind, StepOptions};
 
 /// A small net with every layer kind of the cifar8 family (for evaluation).
 fn tiny(bn: Option<BnWorld>) -> NetSpec {
@@ -66,7 +66,7 @@ fn every_optimizer_certifies_on_every_bn_world() {
     for bn in [None, Some(BnWorld::PerExample), Some(BnWorld::Batch)] {
         let net = tiny(bn);
         for opt in Optimizer::ALL {
-            let m = render_train_step(&net, 3, opt, false).unwrap();
+            let m = render_step(&net, 3, &StepOptions::new(opt)).unwrap().module;
             let r = certify(&net, 3, opt, &m);
             assert!(r.certified(), "{bn:?} {opt:?}: {:?}", r.verdict);
             assert_eq!(r.blocks.len(), net.param_specs().unwrap().len());
@@ -83,7 +83,9 @@ fn every_optimizer_certifies_on_every_bn_world() {
 #[test]
 fn cifar8_bbn_adamw_step_certifies() {
     let net = by_name("cifar8-bbn").unwrap();
-    let m = render_train_step(&net, 2, Optimizer::AdamW, false).unwrap();
+    let m = render_step(&net, 2, &StepOptions::new(Optimizer::AdamW))
+        .unwrap()
+        .module;
     let r = certify(&net, 2, Optimizer::AdamW, &m);
     assert!(r.certified(), "{:?}", r.verdict);
     assert_eq!(r.blocks.len(), 38);
@@ -96,7 +98,16 @@ fn cifar8_bbn_adamw_step_certifies() {
 fn bf16_step_certifies_at_identity_rounding() {
     let net = tiny(Some(BnWorld::Batch));
     for opt in Optimizer::ALL {
-        let m = render_train_step(&net, 2, opt, true).unwrap();
+        let m = render_step(
+            &net,
+            2,
+            &StepOptions {
+                bf16: true,
+                ..StepOptions::new(opt)
+            },
+        )
+        .unwrap()
+        .module;
         let r = certify(&net, 2, opt, &m);
         assert!(r.certified(), "{opt:?}: {:?}", r.verdict);
     }
@@ -126,7 +137,7 @@ fn nesterov_with_the_old_velocity_is_refuted() {
     let net = tiny(Some(BnWorld::Batch));
     let opt = Optimizer::Nesterov;
     let sig = step_signature(&net, 3, opt).unwrap();
-    let mut m = render_train_step(&net, 3, opt, false).unwrap();
+    let mut m = render_step(&net, 3, &StepOptions::new(opt)).unwrap().module;
     let b = 2; // the BN γ
     let v_new = returned(&m, sig.output_positions(SlotKind::V)[b]);
     let v_old = m.funcs[0].params[sig.input_positions(SlotKind::V)[b]].value;
@@ -144,7 +155,7 @@ fn adamw_decay_on_the_new_theta_is_refuted() {
     let net = tiny(None);
     let opt = Optimizer::AdamW;
     let sig = step_signature(&net, 3, opt).unwrap();
-    let mut m = render_train_step(&net, 3, opt, false).unwrap();
+    let mut m = render_step(&net, 3, &StepOptions::new(opt)).unwrap().module;
     let b = 0; // conv.W
     let theta_new = returned(&m, sig.output_positions(SlotKind::Param)[b]);
     let theta_old = m.funcs[0].params[sig.input_positions(SlotKind::Param)[b]].value;
@@ -173,7 +184,9 @@ fn ce_cotangent_missing_one_over_b_is_refuted() {
     let net = tiny(Some(BnWorld::Batch));
     let batch = 3;
     for opt in Optimizer::ALL {
-        let mut m = render_train_step(&net, batch, opt, false).unwrap();
+        let mut m = render_step(&net, batch, &StepOptions::new(opt))
+            .unwrap()
+            .module;
         let f = &mut m.funcs[0];
         let tys = f.value_types();
         let consts: Vec<ValueId> = f
@@ -274,8 +287,19 @@ fn eval_as<S: den::Scalar>(m: &ir::Module, inputs: &[Tensor<f64>]) -> Vec<Vec<f6
 fn bf16_step_is_identity_in_f64_and_rounds_in_f32() {
     let net = tiny(Some(BnWorld::Batch));
     let inputs = step_inputs(&net, 3, Optimizer::AdamW);
-    let plain = render_train_step(&net, 3, Optimizer::AdamW, false).unwrap();
-    let bf = render_train_step(&net, 3, Optimizer::AdamW, true).unwrap();
+    let plain = render_step(&net, 3, &StepOptions::new(Optimizer::AdamW))
+        .unwrap()
+        .module;
+    let bf = render_step(
+        &net,
+        3,
+        &StepOptions {
+            bf16: true,
+            ..StepOptions::new(Optimizer::AdamW)
+        },
+    )
+    .unwrap()
+    .module;
     assert_eq!(
         eval_as::<f64>(&plain, &inputs),
         eval_as::<f64>(&bf, &inputs)
@@ -298,7 +322,9 @@ fn batch_stat_outputs_are_the_bn_statistics() {
     let net = tiny(Some(BnWorld::Batch));
     let batch = 3;
     let inputs = step_inputs(&net, batch, Optimizer::Sgd);
-    let step = render_train_step(&net, batch, Optimizer::Sgd, false).unwrap();
+    let step = render_step(&net, batch, &StepOptions::new(Optimizer::Sgd))
+        .unwrap()
+        .module;
     let out = eval_as::<f64>(&step, &inputs);
     let sig = step_signature(&net, batch, Optimizer::Sgd).unwrap();
     let mean = &out[sig.output_positions(SlotKind::BatchMean)[0]];

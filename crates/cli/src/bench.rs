@@ -9,7 +9,9 @@ use anyhow::{anyhow, bail, Result};
 use clap::{Args, Subcommand};
 use den::{Tensor, Value};
 use ir::{ElemType, Func, Module, OpKind, TensorType};
-use layers::trainstep::{render_train_step, step_signature, Optimizer, SlotKind, StepSignature};
+use layers::trainstep::{
+    render_step, step_signature, Optimizer, SlotKind, StepOptions, StepSignature,
+};
 use std::time::Instant;
 
 #[derive(Args)]
@@ -494,8 +496,13 @@ fn bench_step(a: &StepArgs) -> Result<()> {
     let kind = pick_executor(a);
     let net = layers::net::resolve(&a.net).map_err(|e| anyhow!("{e}"))?;
     let t0 = Instant::now();
-    let module = render_train_step(&net, a.batch, opt, a.bf16)
-        .map_err(|e| anyhow!("{}: rendering the step: {e}", net.name))?;
+    let step = StepOptions {
+        bf16: a.bf16,
+        ..StepOptions::new(opt)
+    };
+    let module = render_step(&net, a.batch, &step)
+        .map_err(|e| anyhow!("{}: rendering the step: {e}", net.name))?
+        .module;
     let sig = step_signature(&net, a.batch, opt).map_err(|e| anyhow!("{}: {e}", net.name))?;
     let render_ms = t0.elapsed().as_secs_f64() * 1e3;
     let flops = step_flops(&module, &sig.func)?;

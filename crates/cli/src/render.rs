@@ -5,9 +5,7 @@
 
 use anyhow::{bail, Context, Result};
 use layers::ops::pool::PoolBackward;
-use layers::trainstep::{
-    render_eval_forward_parts, render_train_step_parts_with, Optimizer, SlotKind, StepOptions,
-};
+use layers::trainstep::{render_eval_forward, render_step, Optimizer, SlotKind, StepOptions};
 use std::path::Path;
 use std::time::Instant;
 
@@ -59,14 +57,14 @@ pub fn render(a: &RenderArgs) -> Result<()> {
     }
     let t0 = Instant::now();
     let r = if a.eval {
-        render_eval_forward_parts(&net, a.batch)
+        render_eval_forward(&net, a.batch)
     } else {
         let step = StepOptions {
             optimizer: opt,
             bf16: a.bf16,
             replicas: a.replicas,
         };
-        render_train_step_parts_with(&net, a.batch, &step)
+        render_step(&net, a.batch, &step)
     }
     .map_err(|e| anyhow::anyhow!("{e}"))?;
     let text = ir::print::print_module(&r.module);

@@ -15,7 +15,7 @@ use std::time::Instant;
 use den::{eval_func, EvalOptions};
 use engines::host::HostTensor;
 use engines::pjrt::PjrtPlugin;
-use layers::trainstep::{render_train_step_parts, Optimizer, SlotKind};
+use layers::trainstep::{render_step, Optimizer, SlotKind, StepOptions};
 
 fn main() {
     if let Err(e) = run() {
@@ -71,7 +71,7 @@ fn run() -> Result<(), String> {
     );
     let net = layers::net::by_name(&net_name).ok_or(format!("no built-in net {net_name}"))?;
     for &batch in &batches {
-        let r = render_train_step_parts(&net, batch, opt, false).map_err(|e| e.to_string())?;
+        let r = render_step(&net, batch, &StepOptions::new(opt)).map_err(|e| e.to_string())?;
         let text = ir::print::print_module(&r.module);
         let t0 = Instant::now();
         let exe = client.compile(&text, replicas).map_err(|e| e.to_string())?;

@@ -294,11 +294,10 @@ fn cifar8_sgd_step_matches_den() {
     let Some(client) = client() else { return };
     let net = layers::net::by_name("cifar8-bbn").expect("cifar8-bbn");
     let batch = 32;
-    let r = layers::trainstep::render_train_step_parts(
+    let r = layers::trainstep::render_step(
         &net,
         batch,
-        layers::trainstep::Optimizer::Sgd,
-        false,
+        &layers::trainstep::StepOptions::new(layers::trainstep::Optimizer::Sgd),
     )
     .expect("render");
     let sig = &r.signature;

@@ -11,7 +11,7 @@
 
 use den::{eval_func, EvalOptions, Tensor, Value};
 use exec::Plan;
-use layers::trainstep::{render_train_step_parts, Optimizer, SlotKind, StepSignature};
+use layers::trainstep::{render_step, Optimizer, SlotKind, StepOptions, StepSignature};
 use std::time::Instant;
 
 /// Deterministic inputs of a train step: images and parameters in
@@ -78,7 +78,7 @@ fn main() {
     let net = layers::net::by_name(&net_name).expect("a built-in net name");
 
     for b in batches {
-        let r = render_train_step_parts(&net, b, opt, false).expect("render");
+        let r = render_step(&net, b, &StepOptions::new(opt)).expect("render");
         let func = r.signature.func.clone();
         let inputs = step_inputs(&r.signature, 7);
         println!("== {net_name} {} step, batch {b} ==", opt.name());

@@ -19,7 +19,7 @@ use exec::Plan;
 use ir::rng::Rng;
 use ir::testgen::{random_func, random_module};
 use ir::{ElemType, Module, TensorType, Visibility};
-use layers::trainstep::{render_train_step_parts, Optimizer, Rendered, SlotKind};
+use layers::trainstep::{render_step, Optimizer, Rendered, SlotKind, StepOptions};
 
 /// The bound, norm-wise per output.
 const REL: f64 = 1e-5;
@@ -148,7 +148,15 @@ fn fast() -> EvalOptions {
 
 fn cifar8(opt: Optimizer, bf16: bool) -> Rendered {
     let net = layers::net::by_name("cifar8-bbn").expect("cifar8-bbn");
-    render_train_step_parts(&net, 4, opt, bf16).expect("render")
+    render_step(
+        &net,
+        4,
+        &StepOptions {
+            bf16,
+            ..StepOptions::new(opt)
+        },
+    )
+    .expect("render")
 }
 
 /// Plan vs `eval_func` with `opts` on a rendered step; also checks a second

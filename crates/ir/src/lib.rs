@@ -10,6 +10,7 @@ pub mod literal;
 pub mod module;
 pub mod ops;
 pub mod parse;
+pub mod passes;
 pub mod print;
 pub mod rng;
 #[cfg(feature = "testgen")]

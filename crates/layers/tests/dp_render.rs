@@ -6,8 +6,7 @@
 use ir::{BinaryOp, DenseData, OpKind};
 use layers::net::by_name;
 use layers::trainstep::{
-    forward_prefix, render_train_step, render_train_step_parts_with, render_train_step_with,
-    step_signature, step_signature_with, Optimizer, StepOptions,
+    forward_prefix, render_step, step_signature, step_signature_with, Optimizer, StepOptions,
 };
 
 fn dp(opt: Optimizer, replicas: usize) -> StepOptions {
@@ -22,7 +21,9 @@ fn one_all_reduce_then_divide_per_parameter_gradient() {
     let net = by_name("cifar8-bbn").unwrap();
     let n_params = net.param_specs().unwrap().len();
     for replicas in [2usize, 4] {
-        let m = render_train_step_with(&net, 2, &dp(Optimizer::AdamW, replicas)).unwrap();
+        let m = render_step(&net, 2, &dp(Optimizer::AdamW, replicas))
+            .unwrap()
+            .module;
         let f = &m.funcs[0];
         assert_eq!(f.name, format!("cifar8_bbn_adamdp2x{replicas}_train_step"));
         let ops = &f.body.ops;
@@ -74,8 +75,8 @@ fn one_all_reduce_then_divide_per_parameter_gradient() {
 fn dp_render_round_trips_and_keeps_the_single_device_forward() {
     let net = by_name("cifar8-bbn").unwrap();
     for opt in Optimizer::ALL {
-        let single = render_train_step_parts_with(&net, 2, &StepOptions::new(opt)).unwrap();
-        let r = render_train_step_parts_with(&net, 2, &dp(opt, 2)).unwrap();
+        let single = render_step(&net, 2, &StepOptions::new(opt)).unwrap();
+        let r = render_step(&net, 2, &dp(opt, 2)).unwrap();
         ir::verify_module(&r.module).unwrap();
         let text = ir::print::print_module(&r.module);
         assert!(text.contains("stablehlo.all_reduce"));
@@ -92,8 +93,8 @@ fn dp_render_round_trips_and_keeps_the_single_device_forward() {
 fn one_replica_is_the_plain_step() {
     let net = by_name("cifar8").unwrap();
     for opt in Optimizer::ALL {
-        let a = render_train_step_with(&net, 3, &StepOptions::new(opt)).unwrap();
-        let b = render_train_step(&net, 3, opt, false).unwrap();
+        let a = render_step(&net, 3, &dp(opt, 1)).unwrap().module;
+        let b = render_step(&net, 3, &StepOptions::new(opt)).unwrap().module;
         assert_eq!(a, b);
         assert!(a.attrs.is_none());
         assert_eq!(
@@ -101,7 +102,7 @@ fn one_replica_is_the_plain_step() {
             step_signature(&net, 3, opt).unwrap()
         );
     }
-    let e = render_train_step_with(&net, 3, &dp(Optimizer::Sgd, 0)).unwrap_err();
+    let e = render_step(&net, 3, &dp(Optimizer::Sgd, 0)).unwrap_err();
     assert!(e.to_string().contains("at least 1 replica"), "{e}");
 }
 

@@ -1,16 +1,25 @@
 //! The rendered train step and eval forward: the packed signature, the round
-//! trip of the printed text, the bf16 switch, and the drift guard (the step's
-//! forward IS the standalone forward; train and eval forwards differ only in
-//! the BN world) with its negative controls.
+//! trip of the printed text, the bf16 switch, the step's forward IS the
+//! standalone forward (with its negative control), and the eval forward's
+//! running-statistic slots. The train/eval drift guard is the certificate's
+//! (`crates/cert/tests/eval_drift.rs`).
 
-use ir::{ElemType, OpKind};
+use ir::{ElemType, Module, OpKind};
 use layers::net::{by_name, LayerSpec, NetSpec};
 use layers::ops::norm::BnWorld;
 use layers::trainstep::{
-    forward_drift, forward_prefix, render_eval_forward_parts, render_logits_forward,
-    render_loss_forward, render_train_step, render_train_step_parts, step_signature, Optimizer,
-    SlotKind,
+    forward_prefix, render_eval_forward, render_loss_forward, render_step, step_signature,
+    Optimizer, SlotKind, StepOptions,
 };
+
+/// The train step of `net` at `batch` with `opt`, f32 or bf16 conv/dot operands.
+fn step(net: &NetSpec, batch: i64, opt: Optimizer, bf16: bool) -> Module {
+    let opts = StepOptions {
+        bf16,
+        ..StepOptions::new(opt)
+    };
+    render_step(net, batch, &opts).unwrap().module
+}
 
 #[test]
 fn packed_signature_arities_match_the_reference() {
@@ -33,7 +42,7 @@ fn packed_signature_arities_match_the_reference() {
             }
         }
     }
-    let m = render_train_step(&by_name("cifar8-bbn").unwrap(), 2, Optimizer::AdamW, false).unwrap();
+    let m = step(&by_name("cifar8-bbn").unwrap(), 2, Optimizer::AdamW, false);
     let f = &m.funcs[0];
     assert_eq!(f.name, "cifar8_bbn_adam_train_step");
     assert_eq!((f.params.len(), f.results.len()), (135, 133));
@@ -42,10 +51,10 @@ fn packed_signature_arities_match_the_reference() {
 #[test]
 fn renders_verify_and_round_trip_through_text() {
     let net = by_name("cifar8-bbn").unwrap();
-    let mut modules = vec![layers::trainstep::render_eval_forward(&net, 2).unwrap()];
+    let mut modules = vec![render_eval_forward(&net, 2).unwrap().module];
     for opt in Optimizer::ALL {
         for bf16 in [false, true] {
-            modules.push(render_train_step(&net, 2, opt, bf16).unwrap());
+            modules.push(step(&net, 2, opt, bf16));
         }
     }
     for m in modules {
@@ -64,7 +73,11 @@ fn step_forward_is_the_standalone_forward() {
             let alone = forward_prefix(&render_loss_forward(&net, 2, bf16).unwrap());
             assert!(alone.len() > 50, "{name}: a real forward");
             for opt in Optimizer::ALL {
-                let step = render_train_step_parts(&net, 2, opt, bf16).unwrap();
+                let opts = StepOptions {
+                    bf16,
+                    ..StepOptions::new(opt)
+                };
+                let step = render_step(&net, 2, &opts).unwrap();
                 assert_eq!(forward_prefix(&step), alone, "{name} {opt:?} bf16={bf16}");
             }
         }
@@ -78,7 +91,7 @@ fn prefix_comparison_catches_a_pool_drift() {
     let net = by_name("cifar8-bbn").unwrap();
     let mut drifted = net.clone();
     retarget_pool(&mut drifted, "stage1.pool");
-    let step = forward_prefix(&render_train_step_parts(&net, 2, Optimizer::Sgd, false).unwrap());
+    let step = forward_prefix(&render_step(&net, 2, &StepOptions::new(Optimizer::Sgd)).unwrap());
     let other = forward_prefix(&render_loss_forward(&drifted, 2, false).unwrap());
     assert_ne!(step, other);
 }
@@ -97,14 +110,12 @@ fn retarget_pool(net: &mut NetSpec, layer: &str) {
     };
 }
 
+/// Only true-batch norms give the eval forward running-statistic inputs.
 #[test]
-fn train_and_eval_forwards_differ_only_in_the_bn_world() {
+fn eval_forward_reads_running_stats_of_true_batch_norms_only() {
     for name in ["cifar8-bbn", "cifar8-bn", "cifar8"] {
         let net = by_name(name).unwrap();
-        let step = render_train_step_parts(&net, 2, Optimizer::AdamW, false).unwrap();
-        let eval = render_eval_forward_parts(&net, 2).unwrap();
-        let drifts = forward_drift(&net, &step, &eval).unwrap();
-        assert!(drifts.is_empty(), "{name}: {drifts:?}");
+        let eval = render_eval_forward(&net, 2).unwrap();
         let bns = net
             .layers
             .iter()
@@ -120,44 +131,11 @@ fn train_and_eval_forwards_differ_only_in_the_bn_world() {
     }
 }
 
-/// Negative control: an eval forward whose pool drifted to 3×3/s2/p1 (the
-/// ResNet-stem convention, same output shape) is caught at that layer.
-#[test]
-fn drift_guard_catches_a_mismatched_pool() {
-    let net = by_name("cifar8-bbn").unwrap();
-    let step = render_train_step_parts(&net, 2, Optimizer::Nesterov, false).unwrap();
-    let mut drifted = net.clone();
-    retarget_pool(&mut drifted, "stage3.pool");
-    let eval = render_eval_forward_parts(&drifted, 2).unwrap();
-    let drifts = forward_drift(&net, &step, &eval).unwrap();
-    let layers: Vec<&str> = drifts.iter().map(|d| d.layer.as_str()).collect();
-    assert_eq!(layers, ["stage3.pool"], "{drifts:?}");
-}
-
-/// Negative controls: an eval forward that kept batch statistics, and a train
-/// step rendered in the per-example world for a batch-BN net, are caught at
-/// every BN layer.
-#[test]
-fn drift_guard_catches_a_mismatched_bn_world() {
-    let net = by_name("cifar8-bbn").unwrap();
-    let step = render_train_step_parts(&net, 2, Optimizer::Sgd, false).unwrap();
-    let stale = render_logits_forward(&net, 2, BnWorld::Batch).unwrap();
-    let drifts = forward_drift(&net, &step, &stale).unwrap();
-    assert_eq!(drifts.len(), 8, "{drifts:?}");
-    assert!(drifts.iter().all(|d| d.layer.contains(".bn")));
-
-    let per_example = net.with_bn_world(BnWorld::PerExample);
-    let wrong_step = render_train_step_parts(&per_example, 2, Optimizer::Sgd, false).unwrap();
-    let eval = render_eval_forward_parts(&net, 2).unwrap();
-    let drifts = forward_drift(&net, &wrong_step, &eval).unwrap();
-    assert_eq!(drifts.len(), 8, "{drifts:?}");
-}
-
 #[test]
 fn bf16_switch_converts_every_conv_and_dot_operand() {
     let net = by_name("cifar8-bbn").unwrap();
-    let plain = render_train_step(&net, 2, Optimizer::AdamW, false).unwrap();
-    let m = render_train_step(&net, 2, Optimizer::AdamW, true).unwrap();
+    let plain = step(&net, 2, Optimizer::AdamW, false);
+    let m = step(&net, 2, Optimizer::AdamW, true);
     let f = &m.funcs[0];
     let tys = f.value_types();
     let (mut heavy, mut converts) = (0, 0);

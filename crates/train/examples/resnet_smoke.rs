@@ -12,7 +12,7 @@ use exec::Plan;
 use ir::rng::{Rng, TRAIN_SALT};
 use ir::ElemType;
 use layers::net::resnet34;
-use layers::trainstep::{render_train_step, step_signature, Optimizer, SlotKind};
+use layers::trainstep::{render_step, step_signature, Optimizer, SlotKind, StepOptions};
 use std::time::Instant;
 use train::session::init_values;
 
@@ -29,7 +29,9 @@ fn main() {
     let opt = Optimizer::AdamW;
 
     let t0 = Instant::now();
-    let module = render_train_step(&net, batch, opt, false).expect("render");
+    let module = render_step(&net, batch, &StepOptions::new(opt))
+        .expect("render")
+        .module;
     let sig = step_signature(&net, batch, opt).expect("signature");
     let render_s = t0.elapsed().as_secs_f64();
     let t0 = Instant::now();

@@ -21,8 +21,8 @@ use ir::Module;
 use layers::net::NetSpec;
 use layers::ops::norm::BnWorld;
 use layers::trainstep::{
-    eval_signature, render_eval_forward, render_logits_forward, render_train_step,
-    render_train_step_with, step_signature_with, Optimizer, SlotKind, StepOptions, StepSignature,
+    eval_signature, render_eval_forward, render_logits_forward, render_step, step_signature_with,
+    Optimizer, SlotKind, StepOptions, StepSignature,
 };
 use layers::Init;
 use serde::{Deserialize, Serialize};
@@ -309,9 +309,9 @@ impl Session {
             replicas: r,
             ..StepOptions::new(optimizer)
         };
-        let step_module = render_train_step_with(&net, shard, &step_opts).map_err(le)?;
+        let step_module = render_step(&net, shard, &step_opts).map_err(le)?.module;
         let step_sig = step_signature_with(&net, shard, &step_opts).map_err(le)?;
-        let eval_module = render_eval_forward(&net, b).map_err(le)?;
+        let eval_module = render_eval_forward(&net, b).map_err(le)?.module;
         let eval_sig = eval_signature(&net, b).map_err(le)?;
         let logits_sig = eval_signature(&net, shard).map_err(le)?;
         let train_logits = if cfg.train_accuracy {
@@ -419,8 +419,13 @@ impl Session {
         let report = if cert_batch == self.cfg.batch && self.cfg.replicas == 1 {
             cert::step::certify_train_step(&self.net, b, self.optimizer, &self.step_module, &opts)
         } else {
-            let m = render_train_step(&self.net, b, self.optimizer, self.cfg.bf16)
-                .map_err(|e| TrainError(e.to_string()))?;
+            let step = StepOptions {
+                bf16: self.cfg.bf16,
+                ..StepOptions::new(self.optimizer)
+            };
+            let m = render_step(&self.net, b, &step)
+                .map_err(|e| TrainError(e.to_string()))?
+                .module;
             cert::step::certify_train_step(&self.net, b, self.optimizer, &m, &opts)
         };
         Ok(report)

@@ -179,7 +179,9 @@ fn a_step_without_the_cross_replica_mean_is_refused_on_native() {
     // all_reduce, so each replica steps with its own shard's gradient.
     let net = s.net.clone();
     let opts = layers::trainstep::StepOptions::new(s.optimizer);
-    let plain = layers::trainstep::render_train_step_with(&net, 4, &opts).unwrap();
+    let plain = layers::trainstep::render_step(&net, 4, &opts)
+        .unwrap()
+        .module;
     let mut plain_func = plain.funcs[0].clone();
     plain_func.name = s.step_sig.func.clone();
     s.step_module.funcs[0] = plain_func;

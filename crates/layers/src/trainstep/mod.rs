@@ -1,0 +1,32 @@
+//! The rendered train step and eval forward of a NetSpec (REFERENCE §6): one
+//! StableHLO function `x, θ…, m…, v…, lr, bc1, bc2, [running stats], onehot →
+//! θ', m', v', loss, bc1, bc2, [batch stats]` whose forward is the NetSpec's
+//! `chain_with_loss()` forward, whose gradient is that chain's backward map at
+//! dy = 1, followed by the optimizer tail; and the eval forward `x, θ…,
+//! running stats → logits` from the same NetSpec in the Eval BN world. No layer
+//! logic lives here: the module only wires the CertLayers' emissions together,
+//! plus two whole-function passes of `ir::passes` (dead-op pruning, bf16
+//! operands for conv/dot). The data-parallel step (§6.4: R replicas, one
+//! `all_reduce` sum per parameter gradient, then ÷R, before the optimizer
+//! tail) is the same render with those two ops inserted.
+//!
+//! `signature`: the slots; `render`: the train step; `tails`: the optimizer
+//! update formulas; `eval`: the eval, logits and loss forwards. The drift
+//! guard over train and eval forwards is the certificate's
+//! (`cert::net::check_eval_drift`).
+
+mod eval;
+mod render;
+mod signature;
+mod tails;
+
+pub use eval::{render_eval_forward, render_logits_forward, render_loss_forward};
+pub use render::{forward_prefix, render_step, LayerSpan, Rendered, StepOptions};
+pub use signature::{
+    batch_bn_sites, eval_signature, slug, step_signature, step_signature_with, Slot, SlotKind,
+    StepSignature,
+};
+pub use tails::{
+    Optimizer, ADAMW_WEIGHT_DECAY, ADAM_BETA1, ADAM_BETA2, ADAM_EPS, HEAVY_BALL_MU,
+    HEAVY_BALL_WEIGHT_DECAY, NESTEROV_MU,
+};
