@@ -374,7 +374,7 @@ fn check(file: &Path) -> Result<()> {
     Ok(())
 }
 
-fn run(a: &RunArgs, engine: &engines::engine::EngineOptions) -> Result<()> {
+fn run(a: &RunArgs, engine: &engines::select::EngineOptions) -> Result<()> {
     let (file, func, inputs, out) = (&a.file, a.func.as_deref(), &a.inputs, &a.out);
     let module = load_module(file)?;
     let f = match func {

@@ -9,7 +9,7 @@
 
 use anyhow::{bail, Result};
 use clap::Args;
-use engines::engine::EngineOptions;
+use engines::select::EngineOptions;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 use train::{checkpoint_path, session, RunOptions, Session, TrainConfig};

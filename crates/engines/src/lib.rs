@@ -8,4 +8,5 @@ pub mod iree;
 pub mod native;
 pub mod npy;
 pub mod pjrt;
+pub mod select;
 mod sha256;
