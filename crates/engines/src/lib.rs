@@ -9,4 +9,3 @@ pub mod native;
 pub mod npy;
 pub mod pjrt;
 pub mod select;
-mod sha256;
