@@ -184,5 +184,6 @@ fn a_step_without_the_cross_replica_mean_is_refused_on_native() {
     plain_func.name = s.step_sig.func.clone();
     s.step_module.funcs[0] = plain_func;
     let e = s.train_step().unwrap_err();
-    assert!(e.0.contains("replicas disagree"), "{e}");
+    assert!(e.message().contains("replicas disagree"), "{e}");
+    assert!(matches!(e, train::TrainError::Run(_)), "{e:?}");
 }

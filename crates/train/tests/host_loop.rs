@@ -141,7 +141,8 @@ fn corrupt_truncated_and_wrong_net_checkpoints_are_refused_untouched() {
     // Truncated.
     std::fs::write(&ck, &good[..good.len() / 2]).unwrap();
     let e = train::resume(&out).err().expect("a torn checkpoint loads");
-    assert!(e.0.contains("not a usable checkpoint"), "{e}");
+    assert!(e.message().contains("not a usable checkpoint"), "{e}");
+    assert!(matches!(e, train::TrainError::Checkpoint(_)), "{e:?}");
     assert_eq!(std::fs::read(&ck).unwrap(), &good[..good.len() / 2]);
     // Garbage.
     std::fs::write(&ck, b"\x08\0\0\0\0\0\0\0{}").unwrap();
@@ -158,7 +159,8 @@ fn corrupt_truncated_and_wrong_net_checkpoints_are_refused_untouched() {
     let e = o
         .restore(&Checkpoint::read(&ck).unwrap(), "ck")
         .expect_err("a checkpoint of another net restored");
-    assert!(e.0.contains("shape"), "{e}");
+    assert!(e.message().contains("shape"), "{e}");
+    assert!(matches!(e, train::TrainError::Checkpoint(_)), "{e:?}");
     // A renamed net is caught by name.
     std::fs::write(&other, text.replace("tiny-bbn", "tiny-other")).unwrap();
     let mut o = Session::new({
@@ -170,7 +172,7 @@ fn corrupt_truncated_and_wrong_net_checkpoints_are_refused_untouched() {
     let e = o
         .restore(&Checkpoint::read(&ck).unwrap(), "ck")
         .unwrap_err();
-    assert!(e.0.contains("not `tiny-other`"), "{e}");
+    assert!(e.message().contains("not `tiny-other`"), "{e}");
     assert_eq!(
         std::fs::read(&ck).unwrap(),
         good,

@@ -2,7 +2,8 @@
 //! update and per epoch, appended as the run goes and cut back on resume to
 //! the length the checkpoint recorded.
 
-use super::{terr, TrainError};
+use super::terr;
+use crate::error::TrainError;
 use serde::{Deserialize, Serialize};
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -47,7 +48,7 @@ pub const METRICS_FILE: &str = "metrics.jsonl";
 /// about to be redone).
 pub(super) fn open_metrics(run_dir: &Path, resume_len: Option<u64>) -> Result<File, TrainError> {
     let p = run_dir.join(METRICS_FILE);
-    let io = |e: std::io::Error| TrainError(format!("{}: {e}", p.display()));
+    let io = |e: std::io::Error| TrainError::Run(format!("{}: {e}", p.display()));
     match resume_len {
         None => File::create(&p).map_err(io),
         Some(len) => {
@@ -66,10 +67,10 @@ pub(super) fn open_metrics(run_dir: &Path, resume_len: Option<u64>) -> Result<Fi
 }
 
 pub(super) fn log_line(f: &mut File, line: &MetricsLine) -> Result<u64, TrainError> {
-    let mut s = serde_json::to_string(line).map_err(|e| TrainError(e.to_string()))?;
+    let mut s = serde_json::to_string(line).map_err(|e| TrainError::Run(e.to_string()))?;
     s.push('\n');
     f.write_all(s.as_bytes())
-        .map_err(|e| TrainError(format!("writing the metrics log: {e}")))?;
+        .map_err(|e| TrainError::Run(format!("writing the metrics log: {e}")))?;
     Ok(f.metadata().map(|m| m.len()).unwrap_or(0))
 }
 
@@ -87,12 +88,12 @@ pub fn read_epochs(path: &Path) -> Result<Vec<EpochRecord>, TrainError> {
 /// Every line of a metrics log.
 pub fn read_metrics(path: &Path) -> Result<Vec<MetricsLine>, TrainError> {
     let text = std::fs::read_to_string(path)
-        .map_err(|e| TrainError(format!("{}: {e}", path.display())))?;
+        .map_err(|e| TrainError::Run(format!("{}: {e}", path.display())))?;
     text.lines()
         .enumerate()
         .map(|(i, l)| {
             serde_json::from_str(l)
-                .map_err(|e| TrainError(format!("{}:{}: {e}", path.display(), i + 1)))
+                .map_err(|e| TrainError::Run(format!("{}:{}: {e}", path.display(), i + 1)))
         })
         .collect()
 }

@@ -26,8 +26,8 @@ pub use metrics::{read_epochs, read_metrics, EpochRecord, MetricsLine, StepRecor
 pub use resume::{resume, resume_with};
 pub use run::{run, RunOptions, RunSummary};
 
-use crate::checkpoint::CheckpointError;
 use crate::data::{self, Dataset};
+use crate::error::TrainError;
 use crate::rng::Rng;
 use engines::engine::{Engine, Prepared};
 use engines::select::EngineOptions;
@@ -84,7 +84,7 @@ fn one_replica() -> usize {
 impl TrainConfig {
     pub fn optimizer(&self) -> Result<Optimizer, TrainError> {
         Optimizer::parse(&self.optimizer).ok_or_else(|| {
-            TrainError(format!(
+            TrainError::Run(format!(
                 "unknown optimizer `{}` (sgd, nesterov, adamw)",
                 self.optimizer
             ))
@@ -92,29 +92,8 @@ impl TrainConfig {
     }
 }
 
-#[derive(Debug)]
-pub struct TrainError(pub String);
-
-impl std::fmt::Display for TrainError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-impl std::error::Error for TrainError {}
-
-impl From<CheckpointError> for TrainError {
-    fn from(e: CheckpointError) -> Self {
-        TrainError(e.0)
-    }
-}
-impl From<data::DataError> for TrainError {
-    fn from(e: data::DataError) -> Self {
-        TrainError(e.0)
-    }
-}
-
 fn terr<T>(m: impl Into<String>) -> Result<T, TrainError> {
-    Err(TrainError(m.into()))
+    Err(TrainError::Run(m.into()))
 }
 
 /// What the host carries between steps.
@@ -186,7 +165,7 @@ fn prepare_on(
     let text = ir::print::print_module(module);
     let p = engine
         .prepare(&text, module, func, replicas)
-        .map_err(|e| TrainError(format!("{} engine, @{func}: {e}", engine.name())))?;
+        .map_err(|e| TrainError::Run(format!("{} engine, @{func}: {e}", engine.name())))?;
     Ok((p, t0.elapsed().as_secs_f64()))
 }
 
@@ -197,7 +176,7 @@ fn dims(ty: &ir::TensorType) -> Vec<usize> {
 /// The net `cfg.net` adapted to `data`: input channels from the data, spatial
 /// size kept (the data is zero-padded to it); classes must match.
 pub fn adapt_net(net_name: &str, data: &mut Dataset) -> Result<NetSpec, TrainError> {
-    let mut net = layers::net::resolve(net_name).map_err(|e| TrainError(e.to_string()))?;
+    let mut net = layers::net::resolve(net_name).map_err(|e| TrainError::Run(e.to_string()))?;
     let (_, h, w) = net.input;
     data.pad_to(h as usize, w as usize)?;
     net.input.0 = data.shape.0 as i64;
@@ -234,7 +213,7 @@ impl Session {
                 cfg.batch
             ));
         }
-        let built = engine.build().map_err(|e| TrainError(e.0))?;
+        let built = engine.build().map_err(|e| TrainError::Run(e.0))?;
         let mut data = data::load(&cfg.data)?;
         if cfg.limit_train.is_some() || cfg.limit_test.is_some() {
             data.truncate(
@@ -253,7 +232,7 @@ impl Session {
         }
         let b = cfg.batch as i64;
         let shard = (cfg.batch / r) as i64;
-        let le = |e: layers::LayerError| TrainError(format!("{}: {e}", net.name));
+        let le = |e: layers::LayerError| TrainError::Run(format!("{}: {e}", net.name));
         let step_opts = StepOptions {
             bf16: cfg.bf16,
             replicas: r,
@@ -370,7 +349,7 @@ impl Session {
             cert::step::certify_train_step(&self.net, b, self.optimizer, &self.step_module, &opts)
         } else {
             let m = render_train_step(&self.net, b, self.optimizer, self.cfg.bf16)
-                .map_err(|e| TrainError(e.to_string()))?;
+                .map_err(|e| TrainError::Run(e.to_string()))?;
             cert::step::certify_train_step(&self.net, b, self.optimizer, &m, &opts)
         };
         Ok(report)
@@ -395,7 +374,9 @@ pub fn init_values(init: &Init, n: usize, rng: &mut Rng) -> Vec<f32> {
 /// θ from each parameter's declared init (a stream derived from the seed),
 /// m = v = 0, running mean 0 and variance 1.
 pub fn initial_state(net: &NetSpec, sig: &StepSignature, seed: u64) -> Result<State, TrainError> {
-    let specs = net.param_specs().map_err(|e| TrainError(e.to_string()))?;
+    let specs = net
+        .param_specs()
+        .map_err(|e| TrainError::Run(e.to_string()))?;
     let mut rng = Rng::derived(seed, 0x1417);
     let params: Vec<Vec<f32>> = specs
         .iter()

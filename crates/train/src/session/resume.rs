@@ -2,8 +2,9 @@
 //! its signature slot, the counters and the run config as metadata, and the
 //! checks that a checkpoint is this net's before it replaces the state.
 
-use super::{dims, Session, TrainConfig, TrainError};
+use super::{dims, Session, TrainConfig};
 use crate::checkpoint::{checkpoint_path, Checkpoint};
+use crate::error::TrainError;
 use crate::rng::Rng;
 use engines::select::EngineOptions;
 use layers::trainstep::SlotKind;
@@ -32,7 +33,7 @@ impl Session {
                 ck.tensors.insert(s.name.clone(), (dims(&s.ty), d.clone()));
             }
         }
-        let cfg = serde_json::to_string(&self.cfg).map_err(|e| TrainError(e.to_string()))?;
+        let cfg = serde_json::to_string(&self.cfg).map_err(|e| TrainError::Run(e.to_string()))?;
         let (c, h, w) = self.net.input;
         for (k, v) in [
             ("config", cfg),
@@ -65,8 +66,9 @@ impl Session {
         what: &str,
         engine: EngineOptions,
     ) -> Result<Session, TrainError> {
-        let cfg: TrainConfig = serde_json::from_str(ck.meta_field("config")?)
-            .map_err(|e| TrainError(format!("{what}: its run config does not parse: {e}")))?;
+        let cfg: TrainConfig = serde_json::from_str(ck.meta_field("config")?).map_err(|e| {
+            TrainError::Checkpoint(format!("{what}: its run config does not parse: {e}"))
+        })?;
         let mut s = Session::with_engine(cfg, engine)?;
         s.restore(ck, what)?;
         Ok(s)
@@ -75,7 +77,7 @@ impl Session {
     /// Overwrites the state with the checkpoint's, after checking that it is
     /// this net's (name, input shape, every slot's name and shape).
     pub fn restore(&mut self, ck: &Checkpoint, what: &str) -> Result<(), TrainError> {
-        let wrong = |m: String| TrainError(format!("{what}: {m}"));
+        let wrong = |m: String| TrainError::Checkpoint(format!("{what}: {m}"));
         let name = ck.meta_field("net")?;
         if name != self.net.name {
             return Err(wrong(format!(

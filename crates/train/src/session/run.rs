@@ -5,8 +5,9 @@
 use super::metrics::{
     log_line, open_metrics, read_epochs, EpochRecord, MetricsLine, StepRecord, METRICS_FILE,
 };
-use super::{Session, TrainError};
+use super::Session;
 use crate::checkpoint::checkpoint_path;
+use crate::error::TrainError;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -35,7 +36,7 @@ pub struct RunSummary {
 fn save(session: &Session, log: &mut File, run_dir: &Path) -> Result<(), TrainError> {
     // The log reaches the disk before the checkpoint that points into it.
     log.sync_data()
-        .map_err(|e| TrainError(format!("syncing the metrics log: {e}")))?;
+        .map_err(|e| TrainError::Run(format!("syncing the metrics log: {e}")))?;
     let len = log.metadata().map(|m| m.len()).unwrap_or(0);
     session
         .to_checkpoint(len)?
@@ -54,7 +55,7 @@ pub fn run(
     mut opts: RunOptions,
 ) -> Result<RunSummary, TrainError> {
     std::fs::create_dir_all(run_dir)
-        .map_err(|e| TrainError(format!("{}: {e}", run_dir.display())))?;
+        .map_err(|e| TrainError::Run(format!("{}: {e}", run_dir.display())))?;
     let mut log = open_metrics(run_dir, resumed_metrics_len)?;
     let t0 = Instant::now();
     let mut examples = 0u64;

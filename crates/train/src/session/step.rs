@@ -4,8 +4,9 @@
 //! outputs, and the accuracy of the eval and train-logits forwards.
 
 use super::metrics::{EpochRecord, StepRecord};
-use super::{terr, Session, TrainError};
+use super::{terr, Session};
 use crate::data::{augment, Augment};
+use crate::error::TrainError;
 use crate::rng::Rng;
 use crate::schedule::{bias_corrections, bn_momentum, lr_at};
 use engines::host::{HostData, HostTensor};
@@ -75,7 +76,7 @@ impl Session {
         let out = self
             .eval_exec()?
             .run_one(inputs)
-            .map_err(|e| TrainError(format!("running @{func}: {e}")))?;
+            .map_err(|e| TrainError::Run(format!("running @{func}: {e}")))?;
         f32_data(out.into_iter().next().expect("logits"), &func)
     }
 
@@ -100,7 +101,7 @@ impl Session {
                 .logits_exec()?
                 .expect("train logits enabled")
                 .run_one(inputs)
-                .map_err(|e| TrainError(format!("running @{func}: {e}")))?;
+                .map_err(|e| TrainError::Run(format!("running @{func}: {e}")))?;
             let logits = f32_data(out.into_iter().next().expect("logits"), &func)?;
             correct += rows
                 .enumerate()
@@ -184,7 +185,7 @@ impl Session {
         let outs = self
             .step_exec()?
             .run(&args)
-            .map_err(|e| TrainError(format!("running @{func}: {e}")))?;
+            .map_err(|e| TrainError::Run(format!("running @{func}: {e}")))?;
         let outs = outs
             .into_iter()
             .map(|o| {
