@@ -8,7 +8,7 @@ use super::{median, StepArgs};
 use anyhow::{anyhow, bail, Result};
 use den::{Tensor, Value};
 use ir::{ElemType, Module};
-use layers::trainstep::{render_train_step, step_signature, Optimizer, SlotKind, StepSignature};
+use layers::trainstep::{render_train_step_parts, Optimizer, SlotKind, StepSignature};
 use std::time::Instant;
 
 /// Which executor runs the step.
@@ -290,14 +290,14 @@ pub(super) fn bench_step(a: &StepArgs) -> Result<()> {
     let kind = pick_executor(a);
     let net = layers::net::resolve(&a.net).map_err(|e| anyhow!("{e}"))?;
     let t0 = Instant::now();
-    let module = render_train_step(&net, a.batch, opt, a.bf16)
+    let rendered = render_train_step_parts(&net, a.batch, opt, a.bf16)
         .map_err(|e| anyhow!("{}: rendering the step: {e}", net.name))?;
-    let sig = step_signature(&net, a.batch, opt).map_err(|e| anyhow!("{}: {e}", net.name))?;
+    let (module, sig) = (&rendered.module, &rendered.signature);
     let render_ms = t0.elapsed().as_secs_f64() * 1e3;
-    let flops = step_flops(&module, &sig.func)?;
-    let mut state = StepState::new(&net, &sig, opt, a.seed)?;
+    let flops = step_flops(module, &sig.func)?;
+    let mut state = StepState::new(&net, sig, opt, a.seed)?;
     let t0 = Instant::now();
-    let mut runner = StepRunner::new(kind, &module, &sig.func)?;
+    let mut runner = StepRunner::new(kind, module, &sig.func)?;
     let prepare_ms = t0.elapsed().as_secs_f64() * 1e3;
     if a.profile && !runner.can_profile() {
         bail!(

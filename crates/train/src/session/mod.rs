@@ -35,10 +35,10 @@ use ir::Module;
 use layers::net::NetSpec;
 use layers::ops::norm::BnWorld;
 use layers::trainstep::{
-    eval_signature, render_eval_forward, render_logits_forward, render_train_step,
-    render_train_step_with, step_signature_with, Optimizer, SlotKind, StepOptions, StepSignature,
+    render_eval_forward_parts, render_logits_forward, render_train_step_parts_with, Optimizer,
+    Rendered, SlotKind, StepOptions, StepSignature,
 };
-use layers::Init;
+use layers::{Init, LayerError};
 use serde::{Deserialize, Serialize};
 use std::time::Instant;
 
@@ -126,17 +126,18 @@ pub struct Session {
     pub net: NetSpec,
     pub data: Dataset,
     /// The rendered train step the loop executes (at the per-replica batch,
-    /// with one all_reduce per gradient when R > 1). The engine prepares it on
-    /// the first update; changes after that do not reach the engine.
-    pub step_module: Module,
-    pub step_sig: StepSignature,
-    /// The rendered eval forward (BN Eval world, running statistics).
-    pub eval_module: Module,
-    pub eval_sig: StepSignature,
+    /// with one all_reduce per gradient when R > 1): its module, and the
+    /// signature and layer spans the render returned with it, which every
+    /// part of the run reads (certify, the step's arguments and outputs,
+    /// checkpoints) instead of deriving them again. The engine prepares the
+    /// module on the first update; changes after that do not reach the engine.
+    pub step: Rendered,
+    /// The rendered eval forward (BN Eval world, running statistics) at the
+    /// global batch.
+    pub eval: Rendered,
     /// The batch-BN logits forward (train accuracy) at the per-replica batch,
-    /// when enabled; its signature is `logits_sig`.
-    pub train_logits: Option<Module>,
-    pub logits_sig: StepSignature,
+    /// when enabled.
+    pub train_logits: Option<Rendered>,
     pub state: State,
     /// The engine every rendered function runs on (not part of the run's
     /// config: a run may continue on another engine).
@@ -151,6 +152,14 @@ pub struct Session {
     eval_exec: Option<Box<dyn Prepared>>,
     logits_exec: Option<Box<dyn Prepared>>,
     perm: Option<(u64, Vec<usize>)>,
+}
+
+/// The train path's one render of a train step: `net`'s step that `opts`
+/// describes at per-replica batch `batch`, with its signature and layer spans
+/// (the session's own step, and the one-replica step `certify` ties when it
+/// is not the trained one).
+fn render_step(net: &NetSpec, batch: i64, opts: &StepOptions) -> Result<Rendered, LayerError> {
+    render_train_step_parts_with(net, batch, opts)
 }
 
 /// Prepares `func` of `module` on `engine` (printing the module for the
@@ -232,38 +241,28 @@ impl Session {
         }
         let b = cfg.batch as i64;
         let shard = (cfg.batch / r) as i64;
-        let le = |e: layers::LayerError| TrainError::Run(format!("{}: {e}", net.name));
+        let le = |e: LayerError| TrainError::Run(format!("{}: {e}", net.name));
         let step_opts = StepOptions {
             bf16: cfg.bf16,
             replicas: r,
             ..StepOptions::new(optimizer)
         };
-        let step_module = render_train_step_with(&net, shard, &step_opts).map_err(le)?;
-        let step_sig = step_signature_with(&net, shard, &step_opts).map_err(le)?;
-        let eval_module = render_eval_forward(&net, b).map_err(le)?;
-        let eval_sig = eval_signature(&net, b).map_err(le)?;
-        let logits_sig = eval_signature(&net, shard).map_err(le)?;
+        let step = render_step(&net, shard, &step_opts).map_err(le)?;
+        let eval = render_eval_forward_parts(&net, b).map_err(le)?;
         let train_logits = if cfg.train_accuracy {
-            Some(
-                render_logits_forward(&net, shard, BnWorld::Batch)
-                    .map_err(le)?
-                    .module,
-            )
+            Some(render_logits_forward(&net, shard, BnWorld::Batch).map_err(le)?)
         } else {
             None
         };
-        let state = initial_state(&net, &step_sig, cfg.seed)?;
+        let state = initial_state(&net, &step.signature, cfg.seed)?;
         Ok(Session {
             cfg,
             optimizer,
             net,
             data,
-            step_module,
-            step_sig,
-            eval_module,
-            eval_sig,
+            step,
+            eval,
             train_logits,
-            logits_sig,
             state,
             engine_options: engine,
             replica_divergence: 0.0,
@@ -276,6 +275,43 @@ impl Session {
         })
     }
 
+    /// This session continued on the engine `engine` (built now): the same
+    /// config, net, data, rendered functions and state, none of them loaded
+    /// or rendered again; the functions are prepared on `engine` on first use.
+    pub fn on_engine(&self, engine: EngineOptions) -> Result<Session, TrainError> {
+        let built = engine.build().map_err(|e| TrainError::Run(e.0))?;
+        Ok(Session {
+            cfg: self.cfg.clone(),
+            optimizer: self.optimizer,
+            net: self.net.clone(),
+            data: self.data.clone(),
+            step: self.step.clone(),
+            eval: self.eval.clone(),
+            train_logits: self.train_logits.clone(),
+            state: self.state.clone(),
+            engine_options: engine,
+            replica_divergence: 0.0,
+            prepare_seconds: 0.0,
+            engine: built,
+            step_exec: None,
+            eval_exec: None,
+            logits_exec: None,
+            perm: None,
+        })
+    }
+
+    /// (tensors, floats) of the trainable parameters, read off the step's
+    /// signature: `NetSpec::param_count` without building the net again.
+    pub fn param_count(&self) -> (usize, i64) {
+        let sig = &self.step.signature;
+        let params = sig.input_positions(SlotKind::Param);
+        let floats = params
+            .iter()
+            .map(|&i| sig.inputs[i].ty.num_elements())
+            .sum();
+        (params.len(), floats)
+    }
+
     /// The per-replica batch.
     pub fn shard_batch(&self) -> usize {
         self.cfg.batch / self.cfg.replicas
@@ -286,8 +322,8 @@ impl Session {
         if self.step_exec.is_none() {
             let (p, s) = prepare_on(
                 self.engine.as_mut(),
-                &self.step_module,
-                &self.step_sig.func,
+                &self.step.module,
+                &self.step.signature.func,
                 self.cfg.replicas,
             )?;
             self.prepare_seconds += s;
@@ -300,8 +336,8 @@ impl Session {
         if self.eval_exec.is_none() {
             let (p, s) = prepare_on(
                 self.engine.as_mut(),
-                &self.eval_module,
-                &self.eval_sig.func,
+                &self.eval.module,
+                &self.eval.signature.func,
                 1,
             )?;
             self.prepare_seconds += s;
@@ -315,7 +351,7 @@ impl Session {
             return Ok(None);
         };
         if self.logits_exec.is_none() {
-            let (p, s) = prepare_on(self.engine.as_mut(), m, &self.logits_sig.func, 1)?;
+            let (p, s) = prepare_on(self.engine.as_mut(), &m.module, &m.signature.func, 1)?;
             self.prepare_seconds += s;
             self.logits_exec = Some(p);
         }
@@ -346,11 +382,15 @@ impl Session {
         // one-replica evaluation cannot tie; its per-replica body is the R = 1
         // render, certified here at `cert_batch`.
         let report = if cert_batch == self.cfg.batch && self.cfg.replicas == 1 {
-            cert::step::certify_train_step(&self.net, b, self.optimizer, &self.step_module, &opts)
+            cert::step::certify_train_step(&self.net, b, self.optimizer, &self.step.module, &opts)
         } else {
-            let m = render_train_step(&self.net, b, self.optimizer, self.cfg.bf16)
+            let one_replica = StepOptions {
+                bf16: self.cfg.bf16,
+                ..StepOptions::new(self.optimizer)
+            };
+            let m = render_step(&self.net, b, &one_replica)
                 .map_err(|e| TrainError::Run(e.to_string()))?;
-            cert::step::certify_train_step(&self.net, b, self.optimizer, &m, &opts)
+            cert::step::certify_train_step(&self.net, b, self.optimizer, &m.module, &opts)
         };
         Ok(report)
     }

@@ -16,7 +16,7 @@ impl Session {
     pub fn to_checkpoint(&self, metrics_len: u64) -> Result<Checkpoint, TrainError> {
         let mut ck = Checkpoint::default();
         let st = &self.state;
-        let sig = &self.step_sig;
+        let sig = &self.step.signature;
         let (mut th, mut mm, mut vv) = (st.params.iter(), st.m.iter(), st.v.iter());
         let mut rm = st.running.iter().map(|p| &p.0);
         let mut rv = st.running.iter().map(|p| &p.1);
@@ -96,7 +96,7 @@ impl Session {
         let (mut params, mut m, mut v, mut rmean, mut rvar) =
             (vec![], vec![], vec![], vec![], vec![]);
         let mut used = 0;
-        for s in &self.step_sig.inputs {
+        for s in &self.step.signature.inputs {
             let dest = match s.kind {
                 SlotKind::Param => &mut params,
                 SlotKind::M => &mut m,

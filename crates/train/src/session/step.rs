@@ -71,8 +71,8 @@ impl Session {
 
     /// Logits of the eval forward on a batch of `cfg.batch` images.
     fn eval_logits(&mut self, x: Vec<f32>) -> Result<Vec<f32>, TrainError> {
-        let inputs = self.eval_inputs(&self.eval_sig, x);
-        let func = self.eval_sig.func.clone();
+        let inputs = self.eval_inputs(&self.eval.signature, x);
+        let func = self.eval.signature.func.clone();
         let out = self
             .eval_exec()?
             .run_one(inputs)
@@ -83,18 +83,19 @@ impl Session {
     /// Correct predictions of the batch-BN logits forward on each replica's
     /// shard (the forward the step itself takes), when train accuracy is on.
     fn train_correct(&mut self, x: &[f32], labels: &[usize]) -> Result<Option<u64>, TrainError> {
-        if self.train_logits.is_none() {
+        let Some(logits_forward) = &self.train_logits else {
             return Ok(None);
-        }
+        };
+        let func = logits_forward.signature.func.clone();
         let k = self.net.classes as usize;
         let shard = self.shard_batch();
         let per = x.len() / labels.len().max(1);
-        let func = self.logits_sig.func.clone();
         let mut correct = 0u64;
         for r in 0..self.cfg.replicas {
             let rows = r * shard..(r + 1) * shard;
+            let forward = self.train_logits.as_ref().expect("train logits enabled");
             let inputs = self.eval_inputs(
-                &self.logits_sig,
+                &forward.signature,
                 x[rows.start * per..rows.end * per].to_vec(),
             );
             let out = self
@@ -118,7 +119,8 @@ impl Session {
         let (mut th, mut mm, mut vv) = (st.params.iter(), st.m.iter(), st.v.iter());
         let mut rm = st.running.iter().map(|p| &p.0);
         let mut rv = st.running.iter().map(|p| &p.1);
-        self.step_sig
+        self.step
+            .signature
             .inputs
             .iter()
             .map(|s| match s.kind {
@@ -181,7 +183,7 @@ impl Session {
                 )
             })
             .collect();
-        let func = self.step_sig.func.clone();
+        let func = self.step.signature.func.clone();
         let outs = self
             .step_exec()?
             .run(&args)
@@ -194,7 +196,7 @@ impl Session {
                     .collect::<Result<Vec<_>, _>>()
             })
             .collect::<Result<Vec<_>, _>>()?;
-        let sig = &self.step_sig;
+        let sig = &self.step.signature;
         // θ', m', v' are one value on every replica: the gradients were
         // averaged across replicas before the tail.
         let mut divergence = 0f64;
