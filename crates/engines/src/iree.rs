@@ -154,7 +154,7 @@ impl IreeEngine {
         .into_iter()
         .chain(self.flags.iter().map(|f| f.as_bytes()))
         {
-            h.update(&(part.len() as u64).to_le_bytes());
+            h.update((part.len() as u64).to_le_bytes());
             h.update(part);
         }
         h.update(text.as_bytes());
