@@ -3,7 +3,7 @@
 //! the verdict and evidence, optionally as JSON. Exit 0 certified, 1 refuted,
 //! 2 usage/parse error, 3 could not decide.
 
-use crate::{load_module, npy, Exit};
+use crate::{load_module, Exit};
 use anyhow::{bail, Context, Result};
 use cert::pair::{check_pair, merge_pair, PairReport};
 use cert::{TieOptions, Verdict};
@@ -40,7 +40,7 @@ pub fn check_vjp(args: &CheckVjpArgs) -> Result<()> {
         }
         let mut vals = Vec::new();
         for (i, (path, p)) in args.at.iter().zip(&f.params).enumerate() {
-            vals.push(npy::read_input(path, i, &p.ty)?);
+            vals.push(engines::npy::read_argument(path, i, &p.ty)?);
         }
         Some(vals)
     };

@@ -7,7 +7,6 @@ mod certify;
 mod check_vjp;
 mod demo;
 mod nets;
-mod npy;
 mod render;
 mod run_engine;
 mod train;
@@ -374,7 +373,7 @@ fn check(file: &Path) -> Result<()> {
     Ok(())
 }
 
-fn run(a: &RunArgs, engine: &engines::engine::EngineOptions) -> Result<()> {
+fn run(a: &RunArgs, engine: &engines::select::EngineOptions) -> Result<()> {
     let (file, func, inputs, out) = (&a.file, a.func.as_deref(), &a.inputs, &a.out);
     let module = load_module(file)?;
     let f = match func {
@@ -405,14 +404,14 @@ fn run(a: &RunArgs, engine: &engines::engine::EngineOptions) -> Result<()> {
     }
     let mut values = Vec::with_capacity(inputs.len());
     for (i, (path, p)) in inputs.iter().zip(&f.params).enumerate() {
-        values.push(npy::read_input(path, i, &p.ty)?);
+        values.push(engines::npy::read_argument(path, i, &p.ty)?);
     }
     let margin_inputs = a.margins.map(|_| values.clone());
     let result = run_engine::execute(&module, &f.name, values, engine, a.generic, a.repeat)
         .map_err(|e| anyhow::anyhow!("{}: {e:#}", file.display()))?;
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
     for (i, v) in result.outputs.iter().enumerate() {
-        npy::write_output(&out.join(format!("out_{i}.npy")), v)?;
+        engines::npy::write_value(&out.join(format!("out_{i}.npy")), v)?;
     }
     let mut times = result.run_seconds.clone();
     times.sort_by(f64::total_cmp);

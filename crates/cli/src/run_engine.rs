@@ -4,8 +4,8 @@
 
 use anyhow::{anyhow, Result};
 use den::value::Value;
-use engines::engine::{EngineKind, EngineOptions};
 use engines::host::HostTensor;
+use engines::select::{EngineKind, EngineOptions};
 use std::time::Instant;
 
 /// What one `run` produced: the outputs, how they were computed, and times.

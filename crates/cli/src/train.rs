@@ -9,7 +9,7 @@
 
 use anyhow::{bail, Result};
 use clap::Args;
-use engines::engine::EngineOptions;
+use engines::select::EngineOptions;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 use train::{checkpoint_path, session, RunOptions, Session, TrainConfig};
@@ -233,7 +233,7 @@ pub fn train(a: &TrainArgs) -> Result<()> {
         (Session::with_engine(cfg, engine)?, None)
     };
     let (c, h, w) = s.net.input;
-    let (tensors, floats) = s.net.param_count().map_err(|e| anyhow::anyhow!("{e}"))?;
+    let (tensors, floats) = s.param_count();
     eprintln!(
         "net {} (input {c}×{h}×{w}, {tensors} tensors, {floats} parameters); data {}: {} train / {} test, {} classes",
         s.net.name,
@@ -244,7 +244,7 @@ pub fn train(a: &TrainArgs) -> Result<()> {
     );
     eprintln!(
         "step @{}: {} updates/epoch at batch {}{}, {} {}, lr {} (warmup {} updates, cosine to {}); engine {}",
-        s.step_sig.func,
+        s.step.signature.func,
         s.steps_per_epoch(),
         s.cfg.batch,
         if s.cfg.replicas > 1 {
@@ -290,7 +290,7 @@ pub fn train(a: &TrainArgs) -> Result<()> {
                     ..a.engine.clone()
                 }
                 .options()?;
-                Some(Session::with_engine(s.cfg.clone(), opts)?)
+                Some(s.on_engine(opts)?)
             }
             None => None,
         };

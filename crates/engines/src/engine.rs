@@ -1,16 +1,13 @@
 //! The one interface every engine implements: an [`Engine`] turns a StableHLO
 //! function (its printed text and its parsed module, the same thing twice) into
 //! a [`Prepared`] executable for R replicas, which runs on host tensors, one
-//! argument list per replica. Also owns the choice of engine from command-line
-//! options ([`EngineKind`], [`EngineOptions`]), the argument checks every
-//! engine shares, and the adapter of the PJRT binding to this interface.
+//! argument list per replica. Also owns the argument and result checks every
+//! engine shares ([`FuncSignature`]) and how engine outputs are compared
+//! ([`normwise_diff`]). Which engine runs is [`crate::select`]'s.
 
 use crate::error::EngineError;
 use crate::host::{HostData, HostTensor};
 use ir::{ElemType, Module, TensorType};
-use std::fmt;
-use std::path::PathBuf;
-use std::str::FromStr;
 
 /// An execution engine: compiles (or plans) one function for R replicas.
 pub trait Engine {
@@ -43,102 +40,6 @@ pub trait Prepared {
     fn run_one(&mut self, args: Vec<HostTensor>) -> Result<Vec<HostTensor>, EngineError> {
         let mut out = self.run(&[args])?;
         Ok(out.swap_remove(0))
-    }
-}
-
-/// Which engine runs the step.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum EngineKind {
-    /// certgrad's own f32 executor (the default).
-    Native,
-    /// XLA (or any PJRT backend) through a plugin `.so` loaded at run time.
-    Pjrt,
-    /// IREE through `iree-compile` and `iree-run-module`.
-    Iree,
-}
-
-impl EngineKind {
-    pub const ALL: [EngineKind; 3] = [EngineKind::Native, EngineKind::Pjrt, EngineKind::Iree];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            EngineKind::Native => "native",
-            EngineKind::Pjrt => "pjrt",
-            EngineKind::Iree => "iree",
-        }
-    }
-}
-
-impl fmt::Display for EngineKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for EngineKind {
-    type Err = EngineError;
-    fn from_str(s: &str) -> Result<Self, EngineError> {
-        Self::ALL
-            .into_iter()
-            .find(|k| k.name() == s)
-            .ok_or_else(|| EngineError(format!("unknown engine `{s}` (native, pjrt, iree)")))
-    }
-}
-
-/// What the command line says about the engine.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct EngineOptions {
-    pub kind: EngineKind,
-    /// The PJRT plugin `.so` (`--pjrt-plugin`; when absent, the binding reads
-    /// `$CERTGRAD_PJRT_PLUGIN`).
-    pub pjrt_plugin: Option<PathBuf>,
-    /// The directory holding `iree-compile` and `iree-run-module` (`--iree-dir`).
-    pub iree_dir: Option<PathBuf>,
-}
-
-impl Default for EngineOptions {
-    fn default() -> Self {
-        EngineOptions::native()
-    }
-}
-
-impl EngineOptions {
-    pub fn native() -> Self {
-        EngineOptions {
-            kind: EngineKind::Native,
-            pjrt_plugin: None,
-            iree_dir: None,
-        }
-    }
-
-    /// From `--engine`, `--pjrt-plugin` and `--iree-dir`.
-    pub fn from_cli(
-        engine: &str,
-        pjrt_plugin: Option<PathBuf>,
-        iree_dir: Option<PathBuf>,
-    ) -> Result<Self, EngineError> {
-        let kind: EngineKind = engine
-            .parse()
-            .map_err(|e: EngineError| EngineError(format!("--engine: {e}")))?;
-        Ok(EngineOptions {
-            kind,
-            pjrt_plugin,
-            iree_dir,
-        })
-    }
-
-    /// The engine these options name, ready to prepare functions (loads the
-    /// PJRT plugin and creates its client; finds the IREE tools).
-    pub fn build(&self) -> Result<Box<dyn Engine>, EngineError> {
-        match self.kind {
-            EngineKind::Native => Ok(Box::new(crate::native::NativeEngine)),
-            EngineKind::Iree => Ok(Box::new(crate::iree::IreeEngine::locate(
-                self.iree_dir.as_deref(),
-            )?)),
-            EngineKind::Pjrt => Ok(Box::new(pjrt_adapter::PjrtEngine::load(
-                self.pjrt_plugin.as_deref(),
-            )?)),
-        }
     }
 }
 
@@ -275,144 +176,9 @@ pub fn normwise_diff(a: &HostTensor, b: &HostTensor) -> Result<f64, EngineError>
     })
 }
 
-mod pjrt_adapter {
-    //! The PJRT binding behind [`Engine`]: one client per engine, one
-    //! executable per prepared function, compiled from the printed text (the
-    //! binding renames the entry `@main` in the compiled copy only).
-
-    use super::{Engine, FuncSignature, Prepared};
-    use crate::error::EngineError;
-    use crate::host::HostTensor;
-    use crate::pjrt::{Client, Executable, PjrtPlugin};
-    use std::path::{Path, PathBuf};
-
-    pub struct PjrtEngine {
-        path: PathBuf,
-        client: Client,
-    }
-
-    impl PjrtEngine {
-        /// Loads the plugin at `path` (else `$CERTGRAD_PJRT_PLUGIN`) and
-        /// creates its client.
-        pub fn load(path: Option<&Path>) -> Result<PjrtEngine, EngineError> {
-            let plugin = PjrtPlugin::locate(path)?;
-            let client = plugin.client()?;
-            Ok(PjrtEngine {
-                path: plugin.path().to_path_buf(),
-                client,
-            })
-        }
-
-        pub fn client(&self) -> &Client {
-            &self.client
-        }
-    }
-
-    impl Engine for PjrtEngine {
-        fn name(&self) -> &str {
-            "pjrt"
-        }
-
-        fn prepare(
-            &mut self,
-            module_text: &str,
-            module: &ir::Module,
-            func: &str,
-            replicas: usize,
-        ) -> Result<Box<dyn Prepared>, EngineError> {
-            let sig = FuncSignature::of(module, func)?;
-            let exe = self
-                .client
-                .compile_entry(module_text, Some(func), replicas)?;
-            Ok(Box::new(PjrtPrepared {
-                sig,
-                exe,
-                replicas,
-                plugin: self.path.display().to_string(),
-            }))
-        }
-    }
-
-    struct PjrtPrepared {
-        sig: FuncSignature,
-        exe: Executable,
-        replicas: usize,
-        plugin: String,
-    }
-
-    impl Prepared for PjrtPrepared {
-        fn replicas(&self) -> usize {
-            self.replicas
-        }
-
-        fn describe(&self) -> String {
-            format!(
-                "pjrt ({}, {} replica{})",
-                self.plugin,
-                self.replicas,
-                if self.replicas == 1 { "" } else { "s" }
-            )
-        }
-
-        fn run(&mut self, args: &[Vec<HostTensor>]) -> Result<Vec<Vec<HostTensor>>, EngineError> {
-            self.sig.check_args(args, self.replicas)?;
-            let outs = self.exe.execute(args)?;
-            if outs.len() != self.replicas {
-                return Err(EngineError(format!(
-                    "pjrt: @{} returned results for {} replicas, expected {}",
-                    self.sig.func,
-                    outs.len(),
-                    self.replicas
-                )));
-            }
-            for o in &outs {
-                self.sig.check_results(o, "pjrt")?;
-            }
-            Ok(outs)
-        }
-    }
-}
-
-pub use pjrt_adapter::PjrtEngine;
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn engine_kinds_parse_and_print_back() {
-        for k in EngineKind::ALL {
-            assert_eq!(k.to_string().parse::<EngineKind>().unwrap(), k);
-        }
-        assert_eq!("iree".parse::<EngineKind>().unwrap(), EngineKind::Iree);
-        let e = "xla".parse::<EngineKind>().unwrap_err();
-        assert!(e.0.contains("unknown engine `xla`"), "{e}");
-        assert!("Native".parse::<EngineKind>().is_err(), "names are exact");
-    }
-
-    #[test]
-    fn cli_options_name_the_engine_and_the_plugin() {
-        let o = EngineOptions::from_cli("pjrt", Some("/x/libpjrt_cpu.so".into()), None).unwrap();
-        assert_eq!(o.kind, EngineKind::Pjrt);
-        assert_eq!(o.pjrt_plugin, Some(PathBuf::from("/x/libpjrt_cpu.so")));
-        let e = EngineOptions::from_cli("gpu", None, None).unwrap_err();
-        assert!(e.0.starts_with("--engine: unknown engine `gpu`"), "{e}");
-        let missing = EngineOptions {
-            kind: EngineKind::Pjrt,
-            pjrt_plugin: None,
-            iree_dir: None,
-        };
-        if std::env::var_os(crate::pjrt::PLUGIN_ENV).is_none() {
-            let e = missing.build().err().expect("pjrt without a plugin built");
-            assert!(e.0.contains("--pjrt-plugin"), "{e}");
-        }
-        let absent = EngineOptions {
-            pjrt_plugin: Some("/nonexistent/libpjrt.so".into()),
-            ..missing
-        };
-        let e = absent.build().err().expect("a missing plugin loaded");
-        assert!(e.0.contains("/nonexistent/libpjrt.so"), "{e}");
-    }
 
     fn sig() -> FuncSignature {
         FuncSignature {

@@ -10,8 +10,8 @@ use crate::engine::{Engine, FuncSignature, Prepared};
 use crate::error::EngineError;
 use crate::host::HostTensor;
 use crate::npy;
-use crate::sha256::Sha256;
 use ir::Module;
+use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -146,7 +146,7 @@ impl IreeEngine {
 
     /// The cache key of `text` under this compiler and these flags.
     pub fn cache_key(&self, text: &str) -> String {
-        let mut h = Sha256::default();
+        let mut h = Sha256::new();
         for part in [
             b"certgrad iree cache v1".as_slice(),
             self.tools.version.as_bytes(),
@@ -154,11 +154,11 @@ impl IreeEngine {
         .into_iter()
         .chain(self.flags.iter().map(|f| f.as_bytes()))
         {
-            h.update(&(part.len() as u64).to_le_bytes());
+            h.update((part.len() as u64).to_le_bytes());
             h.update(part);
         }
         h.update(text.as_bytes());
-        h.hex()
+        h.finalize().iter().map(|b| format!("{b:02x}")).collect()
     }
 
     /// The `.vmfb` of `text`: from the cache, or compiled into it (written to
@@ -325,5 +325,40 @@ impl Prepared for IreePrepared {
             .collect::<Result<Vec<_>, _>>()?;
         self.sig.check_results(&results, "iree")?;
         Ok(vec![results])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The `.vmfb` cache key of a fixed compiler, flag set and text, pinned:
+    /// a key that changed would silently orphan every cached compile.
+    const PINNED: &str = "ac8896a2b1273120debc52cc46e057d154d6a566daefb030e8ec65876a6025fd";
+
+    #[test]
+    fn the_cache_key_of_a_fixed_input_is_pinned() {
+        let engine = IreeEngine {
+            tools: IreeTools {
+                compile: PathBuf::from("/opt/iree/bin/iree-compile"),
+                run: PathBuf::from("/opt/iree/bin/iree-run-module"),
+                version: "IREE (https://iree.dev):\n  IREE compiler version 3.1.0rc20250107 @ d2242207764230ad398585a5771f9d54ce91b4c8\n  LLVM version 20.0.0git\n  Optimized build".into(),
+            },
+            flags: default_flags(),
+            cache_dir: std::env::temp_dir(),
+        };
+        let text = "func.func public @f(%a: tensor<3xf32>) -> tensor<3xf32> {\n  return %a : tensor<3xf32>\n}\n";
+        assert_eq!(engine.cache_key(text), PINNED);
+        let mut other = engine.flags.clone();
+        other.pop();
+        let fewer = IreeEngine {
+            flags: other,
+            ..engine
+        };
+        assert_ne!(
+            fewer.cache_key(text),
+            PINNED,
+            "the flags are part of the key"
+        );
     }
 }

@@ -8,4 +8,4 @@ pub mod iree;
 pub mod native;
 pub mod npy;
 pub mod pjrt;
-mod sha256;
+pub mod select;

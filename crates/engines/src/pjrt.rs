@@ -9,6 +9,7 @@
 //! freeing what the plugin allocated) lives in [`raw`].
 #![deny(unsafe_code)]
 
+mod adapter;
 mod raw;
 
 use std::path::{Path, PathBuf};
@@ -16,6 +17,7 @@ use std::sync::Arc;
 
 pub use crate::error::EngineError;
 pub use crate::host::{HostData, HostTensor};
+pub use adapter::PjrtEngine;
 pub use raw::DeviceInfo;
 
 /// The PJRT C API version whose struct layouts this binding declares.

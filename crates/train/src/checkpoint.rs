@@ -6,6 +6,7 @@
 //! either the old or the new checkpoint; a file that does not load is
 //! reported and never overwritten.
 
+use crate::error::TrainError;
 use safetensors::tensor::{Dtype, SafeTensors, TensorView};
 use std::collections::{BTreeMap, HashMap};
 use std::fs::{self, File};
@@ -25,16 +26,6 @@ pub struct Checkpoint {
     pub meta: BTreeMap<String, String>,
 }
 
-#[derive(Debug)]
-pub struct CheckpointError(pub String);
-
-impl std::fmt::Display for CheckpointError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-impl std::error::Error for CheckpointError {}
-
 pub fn checkpoint_path(run_dir: &Path) -> PathBuf {
     run_dir.join(CHECKPOINT_FILE)
 }
@@ -45,7 +36,7 @@ fn f32_bytes(v: &[f32]) -> Vec<u8> {
 
 impl Checkpoint {
     /// The safetensors bytes of this checkpoint.
-    pub fn to_bytes(&self) -> Result<Vec<u8>, CheckpointError> {
+    pub fn to_bytes(&self) -> Result<Vec<u8>, TrainError> {
         let bytes: Vec<(String, Vec<usize>, Vec<u8>)> = self
             .tensors
             .iter()
@@ -56,19 +47,19 @@ impl Checkpoint {
             .map(|(k, s, b)| {
                 TensorView::new(Dtype::F32, s.clone(), b)
                     .map(|v| (k.clone(), v))
-                    .map_err(|e| CheckpointError(format!("tensor {k}: {e:?}")))
+                    .map_err(|e| TrainError::Checkpoint(format!("tensor {k}: {e:?}")))
             })
             .collect::<Result<Vec<_>, _>>()?;
         let mut meta: HashMap<String, String> = self.meta.clone().into_iter().collect();
         meta.insert("format".into(), FORMAT.into());
         safetensors::serialize(views, &Some(meta))
-            .map_err(|e| CheckpointError(format!("serializing the checkpoint: {e:?}")))
+            .map_err(|e| TrainError::Checkpoint(format!("serializing the checkpoint: {e:?}")))
     }
 
     /// Parses safetensors bytes; `what` names the file in errors.
-    pub fn from_bytes(buf: &[u8], what: &str) -> Result<Checkpoint, CheckpointError> {
+    pub fn from_bytes(buf: &[u8], what: &str) -> Result<Checkpoint, TrainError> {
         let bad = |m: String| {
-            CheckpointError(format!(
+            TrainError::Checkpoint(format!(
                 "{what}: not a usable checkpoint (truncated or corrupt?): {m}"
             ))
         };
@@ -104,9 +95,9 @@ impl Checkpoint {
 
     /// Writes atomically: `.<name>.tmp` in the same directory, fsync, rename
     /// over `path`, fsync of the directory (so the rename itself is durable).
-    pub fn write_atomic(&self, path: &Path) -> Result<(), CheckpointError> {
+    pub fn write_atomic(&self, path: &Path) -> Result<(), TrainError> {
         let io = |e: std::io::Error, what: &Path| {
-            CheckpointError(format!("writing {}: {e}", what.display()))
+            TrainError::Checkpoint(format!("writing {}: {e}", what.display()))
         };
         let bytes = self.to_bytes()?;
         let dir = path.parent().unwrap_or(Path::new("."));
@@ -129,24 +120,24 @@ impl Checkpoint {
     }
 
     /// Reads and parses `path`.
-    pub fn read(path: &Path) -> Result<Checkpoint, CheckpointError> {
+    pub fn read(path: &Path) -> Result<Checkpoint, TrainError> {
         let buf = fs::read(path)
-            .map_err(|e| CheckpointError(format!("reading {}: {e}", path.display())))?;
+            .map_err(|e| TrainError::Checkpoint(format!("reading {}: {e}", path.display())))?;
         Checkpoint::from_bytes(&buf, &path.display().to_string())
     }
 
     /// A metadata field, or an error naming it.
-    pub fn meta_field(&self, key: &str) -> Result<&str, CheckpointError> {
+    pub fn meta_field(&self, key: &str) -> Result<&str, TrainError> {
         self.meta
             .get(key)
             .map(String::as_str)
-            .ok_or_else(|| CheckpointError(format!("checkpoint metadata lacks `{key}`")))
+            .ok_or_else(|| TrainError::Checkpoint(format!("checkpoint metadata lacks `{key}`")))
     }
 
     /// A numeric metadata field.
-    pub fn meta_u64(&self, key: &str) -> Result<u64, CheckpointError> {
-        self.meta_field(key)?
-            .parse()
-            .map_err(|_| CheckpointError(format!("checkpoint metadata `{key}` is not a number")))
+    pub fn meta_u64(&self, key: &str) -> Result<u64, TrainError> {
+        self.meta_field(key)?.parse().map_err(|_| {
+            TrainError::Checkpoint(format!("checkpoint metadata `{key}` is not a number"))
+        })
     }
 }

@@ -4,6 +4,7 @@
 //! normalisation, and the augmentations (random crop with padding, horizontal
 //! flip) applied to a batch on the host.
 
+use crate::error::TrainError;
 use flate2::read::GzDecoder;
 use ir::rng::Rng;
 use std::io::Read;
@@ -40,19 +41,8 @@ pub struct Dataset {
     pub flip_ok: bool,
 }
 
-/// A data error: which file, and what is wrong with it.
-#[derive(Debug)]
-pub struct DataError(pub String);
-
-impl std::fmt::Display for DataError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-impl std::error::Error for DataError {}
-
-fn err<T>(msg: impl Into<String>) -> Result<T, DataError> {
-    Err(DataError(msg.into()))
+fn err<T>(msg: impl Into<String>) -> Result<T, TrainError> {
+    Err(TrainError::Data(msg.into()))
 }
 
 /// Where Debian's `dataset-fashion-mnist` installs the full set.
@@ -76,13 +66,13 @@ pub struct Idx {
 
 /// Parses an IDX file (`0x00 0x00 0x08 ndim`, big-endian u32 dims, bytes),
 /// gunzipping first when the bytes start with the gzip magic.
-pub fn parse_idx(bytes: &[u8], what: &str) -> Result<Idx, DataError> {
+pub fn parse_idx(bytes: &[u8], what: &str) -> Result<Idx, TrainError> {
     let raw: Vec<u8>;
     let b = if bytes.starts_with(&[0x1f, 0x8b]) {
         let mut out = Vec::new();
         GzDecoder::new(bytes)
             .read_to_end(&mut out)
-            .map_err(|e| DataError(format!("{what}: bad gzip stream: {e}")))?;
+            .map_err(|e| TrainError::Data(format!("{what}: bad gzip stream: {e}")))?;
         raw = out;
         &raw[..]
     } else {
@@ -118,7 +108,11 @@ pub fn parse_idx(bytes: &[u8], what: &str) -> Result<Idx, DataError> {
     })
 }
 
-fn idx_split(images: &[u8], labels: &[u8], what: &str) -> Result<(Split, usize, usize), DataError> {
+fn idx_split(
+    images: &[u8],
+    labels: &[u8],
+    what: &str,
+) -> Result<(Split, usize, usize), TrainError> {
     let im = parse_idx(images, &format!("{what} images"))?;
     let lb = parse_idx(labels, &format!("{what} labels"))?;
     if im.dims.len() != 3 || lb.dims.len() != 1 || im.dims[0] != lb.dims[0] {
@@ -151,7 +145,7 @@ pub fn idx_dataset(
     source: &str,
     train: (&[u8], &[u8]),
     test: (&[u8], &[u8]),
-) -> Result<Dataset, DataError> {
+) -> Result<Dataset, TrainError> {
     let (tr, h, w) = idx_split(train.0, train.1, &format!("{source} train"))?;
     let (te, h2, w2) = idx_split(test.0, test.1, &format!("{source} test"))?;
     if (h, w) != (h2, w2) {
@@ -178,8 +172,8 @@ pub fn builtin() -> Dataset {
     .expect("the embedded data parses")
 }
 
-fn read(path: &Path) -> Result<Vec<u8>, DataError> {
-    std::fs::read(path).map_err(|e| DataError(format!("{}: {e}", path.display())))
+fn read(path: &Path) -> Result<Vec<u8>, TrainError> {
+    std::fs::read(path).map_err(|e| TrainError::Data(format!("{}: {e}", path.display())))
 }
 
 /// The first of `names` that exists in `dir`.
@@ -189,8 +183,8 @@ fn find(dir: &Path, names: &[&str]) -> Option<PathBuf> {
 
 /// An MNIST-style directory: `train-images-idx3-ubyte[.gz]`,
 /// `train-labels-idx1-ubyte[.gz]`, `t10k-…`.
-pub fn load_idx_dir(dir: &Path) -> Result<Dataset, DataError> {
-    let get = |stem: &str| -> Result<Vec<u8>, DataError> {
+pub fn load_idx_dir(dir: &Path) -> Result<Dataset, TrainError> {
+    let get = |stem: &str| -> Result<Vec<u8>, TrainError> {
         let gz = format!("{stem}.gz");
         match find(dir, &[stem, &gz]) {
             Some(p) => read(&p),
@@ -207,7 +201,7 @@ pub fn load_idx_dir(dir: &Path) -> Result<Dataset, DataError> {
 }
 
 /// Parses CIFAR-10 binary records (`label byte, 3·32·32 bytes` channel-major).
-pub fn parse_cifar10(bytes: &[u8], what: &str) -> Result<Split, DataError> {
+pub fn parse_cifar10(bytes: &[u8], what: &str) -> Result<Split, TrainError> {
     const REC: usize = 1 + 3 * 32 * 32;
     let records = bytes.len() / REC;
     if records == 0 || records * REC != bytes.len() {
@@ -231,7 +225,7 @@ pub fn parse_cifar10(bytes: &[u8], what: &str) -> Result<Split, DataError> {
 }
 
 /// A CIFAR-10 binary directory: `data_batch_1..5.bin` and `test_batch.bin`.
-pub fn load_cifar10_dir(dir: &Path) -> Result<Dataset, DataError> {
+pub fn load_cifar10_dir(dir: &Path) -> Result<Dataset, TrainError> {
     let mut train = Split {
         images: Vec::new(),
         labels: Vec::new(),
@@ -263,11 +257,11 @@ pub fn load_cifar10_dir(dir: &Path) -> Result<Dataset, DataError> {
 
 /// Resolves `--data`: `builtin`, `fashion-mnist` (the Debian package's files),
 /// or a directory holding IDX files or CIFAR-10 binary batches.
-pub fn load(source: &str) -> Result<Dataset, DataError> {
+pub fn load(source: &str) -> Result<Dataset, TrainError> {
     match source {
         "builtin" => Ok(builtin()),
         "fashion-mnist" => load_idx_dir(Path::new(SYSTEM_FASHION_MNIST)).map_err(|e| {
-            DataError(format!(
+            TrainError::Data(format!(
                 "{e} (install it with `apt-get install dataset-fashion-mnist`)"
             ))
         }),
@@ -290,7 +284,7 @@ pub fn load(source: &str) -> Result<Dataset, DataError> {
 impl Dataset {
     /// Zero-pads every image (in raw pixel space, before normalisation: the
     /// border is background) to `h × w`, centred; 28×28 → 32×32 pads 2 a side.
-    pub fn pad_to(&mut self, h: usize, w: usize) -> Result<(), DataError> {
+    pub fn pad_to(&mut self, h: usize, w: usize) -> Result<(), TrainError> {
         let (c, h0, w0) = self.shape;
         if (h0, w0) == (h, w) {
             return Ok(());

@@ -5,13 +5,15 @@
 
 pub mod checkpoint;
 pub mod data;
+pub mod error;
 pub mod plot;
 pub mod schedule;
 pub mod session;
 
-pub use checkpoint::{checkpoint_path, Checkpoint, CheckpointError, CHECKPOINT_FILE};
-pub use data::{Augment, DataError, Dataset, Split};
+pub use checkpoint::{checkpoint_path, Checkpoint, CHECKPOINT_FILE};
+pub use data::{Augment, Dataset, Split};
+pub use error::TrainError;
 pub use session::{
     read_epochs, read_metrics, resume, resume_with, run, EpochRecord, MetricsLine, RunOptions,
-    RunSummary, Session, StepRecord, TrainConfig, TrainError, METRICS_FILE,
+    RunSummary, Session, StepRecord, TrainConfig, METRICS_FILE,
 };

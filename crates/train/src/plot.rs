@@ -2,7 +2,8 @@
 //! Rendered headless with a bundled font (DejaVu Sans Mono, licence in
 //! `assets/DejaVu-LICENSE`), so no system fonts are needed.
 
-use crate::session::{EpochRecord, TrainError};
+use crate::error::TrainError;
+use crate::session::EpochRecord;
 use plotters::prelude::*;
 use plotters::style::FontStyle;
 use std::path::Path;
@@ -24,7 +25,9 @@ fn register() {
 /// Writes `path` (PNG, 1000×420): train loss and test accuracy (%) by epoch.
 pub fn plot_run(epochs: &[EpochRecord], title: &str, path: &Path) -> Result<(), TrainError> {
     register();
-    let e = |x: Box<dyn std::error::Error>| TrainError(format!("plotting {}: {x}", path.display()));
+    let e = |x: Box<dyn std::error::Error>| {
+        TrainError::Run(format!("plotting {}: {x}", path.display()))
+    };
     let draw = || -> Result<(), Box<dyn std::error::Error>> {
         let root = BitMapBackend::new(path, (1000, 420)).into_drawing_area();
         root.fill(&WHITE)?;

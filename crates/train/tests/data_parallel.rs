@@ -67,7 +67,7 @@ fn two_steps_from(reference: &mut Session, s: &mut Session) -> (f64, f64) {
 /// Replaces every use of a `divide` whose numerator is an `all_reduce` result
 /// by the `all_reduce` itself: the replica SUM reaches the optimizer.
 fn drop_division_by_r(s: &mut Session) -> usize {
-    let f = &mut s.step_module.funcs[0];
+    let f = &mut s.step.module.funcs[0];
     let mut reduced = std::collections::HashSet::new();
     let mut rewire = std::collections::HashMap::new();
     for op in &f.body.ops {
@@ -99,7 +99,8 @@ fn two_replicas_of_b_equal_one_replica_of_2b_without_batch_norm() {
     let mut one = Session::new(config(&d, net.clone(), 8, 1)).unwrap();
     let mut two = Session::new(config(&d, net.clone(), 8, 2)).unwrap();
     assert_eq!(two.shard_batch(), 4);
-    assert!(two.step_sig.func.contains("dp4x2"), "{}", two.step_sig.func);
+    let func = &two.step.signature.func;
+    assert!(func.contains("dp4x2"), "{func}");
     let (theta, loss) = two_steps_from(&mut one, &mut two);
     eprintln!("2×4 vs 1×8, one SGD update from each of 2 states: θ norm-wise {theta:.2e}, loss relative {loss:.2e}");
     assert!(theta <= 1e-6, "θ differs norm-wise by {theta:e}");
@@ -132,7 +133,7 @@ fn duplicated_shards_give_the_one_shard_step_with_batch_norm() {
     // Feed both replicas the one-replica run's batch: x and θ are the same,
     // BN statistics are per replica, and (g + g) / 2 = g exactly.
     let args = {
-        let sig = &one.step_sig;
+        let sig = &one.step.signature;
         let k = one.net.classes as usize;
         let mut onehot = vec![0f32; 4 * k];
         for r in 0..4 {
@@ -183,8 +184,9 @@ fn a_step_without_the_cross_replica_mean_is_refused_on_native() {
         .unwrap()
         .module;
     let mut plain_func = plain.funcs[0].clone();
-    plain_func.name = s.step_sig.func.clone();
-    s.step_module.funcs[0] = plain_func;
+    plain_func.name = s.step.signature.func.clone();
+    s.step.module.funcs[0] = plain_func;
     let e = s.train_step().unwrap_err();
-    assert!(e.0.contains("replicas disagree"), "{e}");
+    assert!(e.message().contains("replicas disagree"), "{e}");
+    assert!(matches!(e, train::TrainError::Run(_)), "{e:?}");
 }

@@ -20,13 +20,20 @@ fn idx_reads_gzip_and_raw_and_rejects_bad_files() {
     }
     // Truncated payload, bad magic, non-byte element type.
     let e = data::parse_idx(&raw[..raw.len() - 1], "t").unwrap_err();
-    assert!(e.0.contains("need 6 bytes"), "{e}");
+    assert!(e.message().contains("need 6 bytes"), "{e}");
+    assert!(matches!(e, train::TrainError::Data(_)), "{e:?}");
     let mut bad = raw.clone();
     bad[0] = 7;
-    assert!(data::parse_idx(&bad, "t").unwrap_err().0.contains("magic"));
+    assert!(data::parse_idx(&bad, "t")
+        .unwrap_err()
+        .message()
+        .contains("magic"));
     let mut f32s = raw;
     f32s[2] = 0x0D;
-    assert!(data::parse_idx(&f32s, "t").unwrap_err().0.contains("0x0d"));
+    assert!(data::parse_idx(&f32s, "t")
+        .unwrap_err()
+        .message()
+        .contains("0x0d"));
 }
 
 #[test]
@@ -71,7 +78,8 @@ fn cifar10_binary_batches() {
     std::fs::write(d.join("test_batch.bin"), &record(5, 1)[..100]).unwrap();
     let e = data::load(d.to_str().unwrap()).unwrap_err();
     assert!(
-        e.0.contains("not a whole number of CIFAR-10 records"),
+        e.message()
+            .contains("not a whole number of CIFAR-10 records"),
         "{e}"
     );
 }

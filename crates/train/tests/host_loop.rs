@@ -6,6 +6,7 @@
 mod common;
 
 use common::*;
+use engines::select::EngineOptions;
 use layers::trainstep::SlotKind;
 use train::{checkpoint_path, read_epochs, run, Checkpoint, RunOptions, Session};
 
@@ -57,15 +58,18 @@ fn certification_gate_rejects_a_miswired_step() {
     let mut s = Session::new(tiny_config(&d)).unwrap();
     let good = s.certify(s.cfg.batch).unwrap();
     assert!(good.certified(), "{:?}", good.verdict);
-    let params = s.step_sig.output_positions(SlotKind::Param);
+    let params = s.step.signature.output_positions(SlotKind::Param);
     let (i, j) = params
         .iter()
         .flat_map(|&i| params.iter().map(move |&j| (i, j)))
-        .find(|&(i, j)| i < j && s.step_sig.outputs[i].ty == s.step_sig.outputs[j].ty)
+        .find(|&(i, j)| {
+            let outs = &s.step.signature.outputs;
+            i < j && outs[i].ty == outs[j].ty
+        })
         .expect("two parameters of one shape");
-    let f = &mut s.step_module.funcs[0];
+    let f = &mut s.step.module.funcs[0];
     f.body.ops.last_mut().unwrap().operands.swap(i, j);
-    ir::verify_module(&s.step_module).unwrap();
+    ir::verify_module(&s.step.module).unwrap();
     let bad = s.certify(s.cfg.batch).unwrap();
     assert!(!bad.certified(), "a swapped update certified");
     assert!(
@@ -73,6 +77,30 @@ fn certification_gate_rejects_a_miswired_step() {
         "{:?}",
         bad.verdict
     );
+}
+
+/// Each function is rendered once and kept with what its render returned:
+/// the signature every part of the run reads is the one the module came
+/// with, and a session moved to another engine reuses all of it (and takes
+/// the same update from the same state).
+#[test]
+fn one_render_of_each_function_serves_the_run() {
+    let d = temp_dir("render-once");
+    write_quadrant_idx(&d, 8, 4);
+    let mut s = Session::new(tiny_config(&d)).unwrap();
+    let logits = s.train_logits.as_ref().expect("train accuracy is on");
+    for r in [&s.step, &s.eval, logits] {
+        assert_eq!(r.func().params.len(), r.signature.inputs.len());
+        assert_eq!(r.func().results.len(), r.signature.outputs.len());
+        assert!(!r.spans.is_empty(), "{}: no layer spans", r.signature.func);
+    }
+    assert_eq!(s.param_count(), s.net.param_count().unwrap());
+    let mut moved = s.on_engine(EngineOptions::native()).unwrap();
+    assert_eq!(moved.step.module, s.step.module);
+    assert_eq!(moved.eval.module, s.eval.module);
+    assert_eq!(moved.state, s.state);
+    assert_eq!(moved.train_step().unwrap(), s.train_step().unwrap());
+    assert_eq!(moved.state, s.state);
 }
 
 #[test]
@@ -141,7 +169,8 @@ fn corrupt_truncated_and_wrong_net_checkpoints_are_refused_untouched() {
     // Truncated.
     std::fs::write(&ck, &good[..good.len() / 2]).unwrap();
     let e = train::resume(&out).err().expect("a torn checkpoint loads");
-    assert!(e.0.contains("not a usable checkpoint"), "{e}");
+    assert!(e.message().contains("not a usable checkpoint"), "{e}");
+    assert!(matches!(e, train::TrainError::Checkpoint(_)), "{e:?}");
     assert_eq!(std::fs::read(&ck).unwrap(), &good[..good.len() / 2]);
     // Garbage.
     std::fs::write(&ck, b"\x08\0\0\0\0\0\0\0{}").unwrap();
@@ -158,7 +187,8 @@ fn corrupt_truncated_and_wrong_net_checkpoints_are_refused_untouched() {
     let e = o
         .restore(&Checkpoint::read(&ck).unwrap(), "ck")
         .expect_err("a checkpoint of another net restored");
-    assert!(e.0.contains("shape"), "{e}");
+    assert!(e.message().contains("shape"), "{e}");
+    assert!(matches!(e, train::TrainError::Checkpoint(_)), "{e:?}");
     // A renamed net is caught by name.
     std::fs::write(&other, text.replace("tiny-bbn", "tiny-other")).unwrap();
     let mut o = Session::new({
@@ -170,7 +200,7 @@ fn corrupt_truncated_and_wrong_net_checkpoints_are_refused_untouched() {
     let e = o
         .restore(&Checkpoint::read(&ck).unwrap(), "ck")
         .unwrap_err();
-    assert!(e.0.contains("not `tiny-other`"), "{e}");
+    assert!(e.message().contains("not `tiny-other`"), "{e}");
     assert_eq!(
         std::fs::read(&ck).unwrap(),
         good,

@@ -1,213 +1,15 @@
-//! `certgrad bench`: how fast the rendered train step runs on certgrad's CPU
-//! executor (`bench step`: median/min/max ms per step after warm-up, GFLOP/s,
-//! peak RSS, optionally the per-op profile) and what this machine's GEMM can
-//! do at best (`bench gemm`: matrixmultiply sgemm on n³), so that each step
-//! figure can be read as a fraction of that limit. It owns the FLOP count of a
-//! StableHLO function ([`step_flops`]).
+//! `certgrad bench step`: a net's rendered train step timed on certgrad's CPU
+//! executor (the compiled plan or the op-by-op evaluator), θ, m, v fed back
+//! step to step as the trainer does; the report (median/min/max ms, GFLOP/s
+//! from the FLOP model, peak RSS, the per-op profile) as text or JSON.
 
+use super::flops::step_flops;
+use super::{median, StepArgs};
 use anyhow::{anyhow, bail, Result};
-use clap::{Args, Subcommand};
 use den::{Tensor, Value};
-use ir::{ElemType, Func, Module, OpKind, TensorType};
-use layers::trainstep::{
-    render_step, step_signature, Optimizer, SlotKind, StepOptions, StepSignature,
-};
+use ir::{ElemType, Module};
+use layers::trainstep::{render_step, Optimizer, SlotKind, StepOptions, StepSignature};
 use std::time::Instant;
-
-#[derive(Args)]
-pub struct BenchArgs {
-    #[command(subcommand)]
-    pub what: BenchWhat,
-}
-
-#[derive(Subcommand)]
-pub enum BenchWhat {
-    /// Time a net's rendered train step: W warm-up steps, then N timed steps
-    /// (each step's θ, m, v fed back into the next, as the trainer does).
-    Step(StepArgs),
-    /// Measure the single-precision GEMM peak (matrixmultiply sgemm, n×n×n).
-    Gemm(GemmArgs),
-}
-
-#[derive(Args)]
-pub struct StepArgs {
-    /// A built-in net (see `certgrad nets`) or a .toml/.json net file.
-    pub net: String,
-    /// Batch size baked into the step.
-    #[arg(long, default_value_t = 128)]
-    pub batch: i64,
-    /// Optimizer tail (sgd, nesterov, adamw, …: see `certgrad render --help`).
-    #[arg(long, default_value = "sgd")]
-    pub optimizer: String,
-    /// Untimed steps before timing.
-    #[arg(long, default_value_t = 3)]
-    pub warmup: usize,
-    /// Timed steps.
-    #[arg(long, default_value_t = 10)]
-    pub iters: usize,
-    /// After the timed steps, run N more with per-op timing and print the top 15 ops.
-    #[arg(long)]
-    pub profile: bool,
-    /// Run on the compiled executor, exec::Plan (the default).
-    #[arg(long, conflicts_with = "generic")]
-    pub engine_plan: bool,
-    /// Run on the op-by-op evaluator (den::eval_func, fast f32 kernels).
-    #[arg(long)]
-    pub generic: bool,
-    /// bf16 conv/dot operands with f32 accumulation.
-    #[arg(long)]
-    pub bf16: bool,
-    /// Seed of the parameter init and of the random batch.
-    #[arg(long, default_value_t = 0)]
-    pub seed: u64,
-    /// Print one JSON object on stdout instead of the text report.
-    #[arg(long)]
-    pub json: bool,
-}
-
-#[derive(Args)]
-pub struct GemmArgs {
-    /// Matrix size n (C = A·B with n×n operands).
-    #[arg(long, default_value_t = 1024)]
-    pub n: usize,
-    /// Timed repetitions (after one untimed).
-    #[arg(long, default_value_t = 5)]
-    pub reps: usize,
-    /// Print one JSON object on stdout instead of the text report.
-    #[arg(long)]
-    pub json: bool,
-}
-
-pub fn bench(a: &BenchArgs) -> Result<()> {
-    match &a.what {
-        BenchWhat::Step(s) => bench_step(s),
-        BenchWhat::Gemm(g) => bench_gemm(g),
-    }
-}
-
-// ---------------------------------------------------------------- FLOPs
-
-/// Floating-point operations of one call of `func`: 2 per multiply-add of every
-/// `convolution` and `dot_general` (other ops are not counted), following
-/// `func.call`s into their callees.
-///
-/// A convolution counts only the products whose input element is real: taps
-/// that land on padding or on the holes of `lhs_dilation` are not work, and
-/// counting them would credit a strided conv's input gradient with stride²
-/// times its forward's FLOPs. With that rule a conv, its input gradient and its
-/// weight gradient count the same (they form the same set of x·w products).
-pub fn step_flops(module: &Module, func: &str) -> Result<u64> {
-    let mut stack = Vec::new();
-    func_flops(module, func, &mut stack)
-}
-
-fn func_flops(module: &Module, name: &str, stack: &mut Vec<String>) -> Result<u64> {
-    if stack.iter().any(|s| s == name) {
-        bail!(
-            "@{name} calls itself (through {}); no FLOP count",
-            stack.join(" → @")
-        );
-    }
-    let f = module.func(name).ok_or_else(|| {
-        let names: Vec<&str> = module.funcs.iter().map(|f| f.name.as_str()).collect();
-        anyhow!("no function @{name} (functions: @{})", names.join(", @"))
-    })?;
-    stack.push(name.to_string());
-    let types = f.value_types();
-    let total = block_flops(module, f, &f.body, &types, stack)?;
-    stack.pop();
-    Ok(total)
-}
-
-fn block_flops(
-    module: &Module,
-    f: &Func,
-    block: &ir::Block,
-    types: &[TensorType],
-    stack: &mut Vec<String>,
-) -> Result<u64> {
-    let mut total = 0u64;
-    for op in &block.ops {
-        let operand = |i: usize| -> Result<&TensorType> {
-            op.operands
-                .get(i)
-                .and_then(|v| types.get(v.index()))
-                .ok_or_else(|| anyhow!("@{}: {} lacks operand {i}", f.name, op.kind.name()))
-        };
-        total += match &op.kind {
-            OpKind::DotGeneral { dims, .. } => {
-                let lhs = operand(0)?;
-                let contracted: u64 = dims
-                    .lhs_contracting
-                    .iter()
-                    .map(|&d| dim(lhs, d))
-                    .product::<Result<u64>>()?;
-                2 * elements(&op.results[0].1) * contracted
-            }
-            OpKind::Convolution(attrs) => {
-                conv_flops(attrs, operand(0)?, operand(1)?, &op.results[0].1)?
-            }
-            OpKind::Call { callee } => func_flops(module, callee, stack)?,
-            _ => 0,
-        };
-        for r in &op.regions {
-            total += block_flops(module, f, r, types, stack)?;
-        }
-    }
-    Ok(total)
-}
-
-fn dim(t: &TensorType, d: i64) -> Result<u64> {
-    t.shape
-        .get(d as usize)
-        .map(|&n| n.max(0) as u64)
-        .ok_or_else(|| anyhow!("dimension {d} out of range for {t}"))
-}
-
-fn elements(t: &TensorType) -> u64 {
-    t.shape.iter().map(|&n| n.max(0) as u64).product()
-}
-
-/// Multiply-adds of a convolution with real input elements (see [`step_flops`]), ×2.
-fn conv_flops(
-    a: &ir::ConvAttrs,
-    lhs: &TensorType,
-    rhs: &TensorType,
-    out: &TensorType,
-) -> Result<u64> {
-    let d = &a.dims;
-    let mut taps = 1u64;
-    for i in 0..d.input_spatial.len() {
-        let input = dim(lhs, d.input_spatial[i])? as i64;
-        let kernel = dim(rhs, d.kernel_spatial[i])? as i64;
-        let output = dim(out, d.output_spatial[i])? as i64;
-        let get = |v: &[i64], default: i64| v.get(i).copied().unwrap_or(default);
-        let lhs_dil = get(&a.lhs_dilation, 1).max(1);
-        let rhs_dil = get(&a.rhs_dilation, 1).max(1);
-        let stride = get(&a.window_strides, 1).max(1);
-        let low = a.padding.get(i).map_or(0, |p| p.0);
-        let dilated = if input == 0 {
-            0
-        } else {
-            (input - 1) * lhs_dil + 1
-        };
-        let mut pairs = 0u64;
-        for o in 0..output {
-            for k in 0..kernel {
-                let q = o * stride + k * rhs_dil - low;
-                if q >= 0 && q < dilated && q % lhs_dil == 0 {
-                    pairs += 1;
-                }
-            }
-        }
-        taps *= pairs;
-    }
-    let per_output_window = dim(rhs, d.kernel_input_feature)?;
-    let outer = dim(out, d.output_batch)? * dim(out, d.output_feature)?;
-    Ok(2 * outer * per_output_window * taps)
-}
-
-// ---------------------------------------------------------------- bench step
 
 /// Which executor runs the step.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -444,15 +246,6 @@ fn peak_rss_kib() -> Result<u64, String> {
         .map_err(|e| format!("VmHWM unparsable ({e}): {line}"))
 }
 
-fn median(sorted: &[f64]) -> f64 {
-    let n = sorted.len();
-    if n % 2 == 1 {
-        sorted[n / 2]
-    } else {
-        0.5 * (sorted[n / 2 - 1] + sorted[n / 2])
-    }
-}
-
 /// Runs `n` steps, returning each one's wall time in ms and the last loss.
 fn run_steps(
     runner: &mut StepRunner,
@@ -478,7 +271,7 @@ fn run_steps(
     Ok((times, loss))
 }
 
-fn bench_step(a: &StepArgs) -> Result<()> {
+pub(super) fn bench_step(a: &StepArgs) -> Result<()> {
     if a.batch < 1 {
         bail!("--batch must be at least 1, got {}", a.batch);
     }
@@ -496,19 +289,21 @@ fn bench_step(a: &StepArgs) -> Result<()> {
     let kind = pick_executor(a);
     let net = layers::net::resolve(&a.net).map_err(|e| anyhow!("{e}"))?;
     let t0 = Instant::now();
-    let step = StepOptions {
-        bf16: a.bf16,
-        ..StepOptions::new(opt)
-    };
-    let module = render_step(&net, a.batch, &step)
-        .map_err(|e| anyhow!("{}: rendering the step: {e}", net.name))?
-        .module;
-    let sig = step_signature(&net, a.batch, opt).map_err(|e| anyhow!("{}: {e}", net.name))?;
+    let rendered = render_step(
+        &net,
+        a.batch,
+        &StepOptions {
+            bf16: a.bf16,
+            ..StepOptions::new(opt)
+        },
+    )
+    .map_err(|e| anyhow!("{}: rendering the step: {e}", net.name))?;
+    let (module, sig) = (&rendered.module, &rendered.signature);
     let render_ms = t0.elapsed().as_secs_f64() * 1e3;
-    let flops = step_flops(&module, &sig.func)?;
-    let mut state = StepState::new(&net, &sig, opt, a.seed)?;
+    let flops = step_flops(module, &sig.func)?;
+    let mut state = StepState::new(&net, sig, opt, a.seed)?;
     let t0 = Instant::now();
-    let mut runner = StepRunner::new(kind, &module, &sig.func)?;
+    let mut runner = StepRunner::new(kind, module, &sig.func)?;
     let prepare_ms = t0.elapsed().as_secs_f64() * 1e3;
     if a.profile && !runner.can_profile() {
         bail!(
@@ -662,149 +457,5 @@ fn print_profile(rows: &[exec::OpTime], steps: f64, step_ms: f64) {
             rest,
             100.0 * rest / step_ms.max(f64::MIN_POSITIVE)
         );
-    }
-}
-
-// ---------------------------------------------------------------- bench gemm
-
-fn bench_gemm(a: &GemmArgs) -> Result<()> {
-    let n = a.n;
-    if n == 0 || a.reps == 0 {
-        bail!("--n and --reps must be at least 1");
-    }
-    let mut rng = ir::rng::Rng::derived(0, ir::rng::TRAIN_SALT, 0x6E44);
-    let x: Vec<f32> = (0..n * n).map(|_| rng.normal() as f32).collect();
-    let y: Vec<f32> = (0..n * n).map(|_| rng.normal() as f32).collect();
-    let mut z = vec![0f32; n * n];
-    let gemm = |z: &mut [f32]| {
-        let k = n as isize;
-        // SAFETY: x, y, z are n×n row-major and live for the call; z does not alias.
-        unsafe {
-            matrixmultiply::sgemm(
-                n,
-                n,
-                n,
-                1.0,
-                x.as_ptr(),
-                k,
-                1,
-                y.as_ptr(),
-                k,
-                1,
-                0.0,
-                z.as_mut_ptr(),
-                k,
-                1,
-            );
-        }
-    };
-    gemm(&mut z);
-    let mut gf = Vec::with_capacity(a.reps);
-    for _ in 0..a.reps {
-        let t0 = Instant::now();
-        gemm(&mut z);
-        gf.push(2.0 * (n as f64).powi(3) / t0.elapsed().as_secs_f64() / 1e9);
-    }
-    // A check that the product was computed at all: one entry against a dot product.
-    let (i, j) = (n / 3, n / 2);
-    let want: f64 = (0..n)
-        .map(|k| x[i * n + k] as f64 * y[k * n + j] as f64)
-        .sum();
-    let got = z[i * n + j] as f64;
-    if (got - want).abs() > 1e-3 * (1.0 + want.abs()) {
-        bail!("sgemm returned a wrong product: C[{i},{j}] = {got}, expected {want}");
-    }
-    let mut sorted = gf.clone();
-    sorted.sort_by(f64::total_cmp);
-    let threads = std::env::var("MATMUL_NUM_THREADS")
-        .ok()
-        .filter(|s| !s.is_empty());
-    let thread_note = match &threads {
-        Some(t) => format!("MATMUL_NUM_THREADS={t}"),
-        None => "MATMUL_NUM_THREADS unset: one thread per physical core".to_string(),
-    };
-    if a.json {
-        let j = serde_json::json!({
-            "n": n,
-            "reps": a.reps,
-            "gflops_per_s": { "best": sorted[sorted.len() - 1], "median": median(&sorted), "all": gf },
-            "threads": threads,
-        });
-        println!("{}", serde_json::to_string_pretty(&j)?);
-        return Ok(());
-    }
-    println!(
-        "sgemm {n}³ (matrixmultiply, {thread_note}): best {:.1} GFLOP/s, median {:.1} GFLOP/s over {} runs",
-        sorted[sorted.len() - 1],
-        median(&sorted),
-        a.reps
-    );
-    Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use ir::{ConvAttrs, DotDims, FuncBuilder, Visibility};
-
-    /// One conv (NCHW 2×3×8×8, OIHW 4×3×3×3, stride 1, pad 1) and one matmul
-    /// [5,7]·[7,6]: FLOPs counted by hand.
-    #[test]
-    fn step_flops_counts_a_conv_and_a_dot_by_hand() {
-        let mut b = FuncBuilder::new("f", Visibility::Public);
-        let x = b.param(TensorType::f32(vec![2, 3, 8, 8]));
-        let w = b.param(TensorType::f32(vec![4, 3, 3, 3]));
-        let p = b.param(TensorType::f32(vec![5, 7]));
-        let q = b.param(TensorType::f32(vec![7, 6]));
-        let mut attrs = ConvAttrs::plain2d();
-        attrs.padding = vec![(1, 1), (1, 1)];
-        let y = b.push1(OpKind::Convolution(attrs), &[x, w], None).unwrap();
-        let dims = DotDims {
-            lhs_contracting: vec![1],
-            rhs_contracting: vec![0],
-            ..Default::default()
-        };
-        let z = b
-            .push1(
-                OpKind::DotGeneral {
-                    dims,
-                    precision_config: None,
-                },
-                &[p, q],
-                None,
-            )
-            .unwrap();
-        let f = b.finish(&[y, z]).unwrap();
-        let m = Module {
-            funcs: vec![f],
-            ..Default::default()
-        };
-        // Per spatial dim of size 8 with a 3-tap kernel and pad 1, the real
-        // (output, tap) pairs are 3·8 − 2 = 22 (each border loses one tap).
-        let conv = 2 * 2 * 4 * 3 * 22 * 22;
-        let dot = 2 * 5 * 6 * 7;
-        assert_eq!(step_flops(&m, "f").unwrap(), conv + dot);
-        assert!(step_flops(&m, "g").is_err());
-    }
-
-    /// lhs_dilation 2 (a stride-2 conv's input gradient): the holes are not
-    /// counted. Input 1×1×3×3 dilated to 5×5, kernel 1×1×3×3, pad 2 → 7×7 output;
-    /// per dim each of the 3 real inputs meets all 3 taps once: 9 pairs.
-    #[test]
-    fn step_flops_skips_dilation_holes() {
-        let mut b = FuncBuilder::new("f", Visibility::Public);
-        let x = b.param(TensorType::f32(vec![1, 1, 3, 3]));
-        let w = b.param(TensorType::f32(vec![1, 1, 3, 3]));
-        let mut attrs = ConvAttrs::plain2d();
-        attrs.padding = vec![(2, 2), (2, 2)];
-        attrs.lhs_dilation = vec![2, 2];
-        let y = b.push1(OpKind::Convolution(attrs), &[x, w], None).unwrap();
-        assert_eq!(b.ty(y).shape, vec![1, 1, 7, 7]);
-        let f = b.finish(&[y]).unwrap();
-        let m = Module {
-            funcs: vec![f],
-            ..Default::default()
-        };
-        assert_eq!(step_flops(&m, "f").unwrap(), 2 * 9 * 9);
     }
 }
