@@ -5,7 +5,7 @@
 
 use cert::{certify_layer, Evidence, TieOptions, TieReport, Verdict};
 use ir::{FuncBuilder, TensorType, ValueId};
-use layers::emit::R;
+use layers::emit::EmitResult;
 use layers::ops::activation::Relu;
 use layers::ops::attention::{
     head_matmul, softmax_rows_back, HeadTensors, MultiHeadSelfAttention, PatchEmbed,
@@ -152,7 +152,13 @@ impl CertLayer for AttentionWithCore {
     fn params(&self, input: &TensorType) -> Vec<ParamSpec> {
         self.0.params(input)
     }
-    fn forward(&self, fb: &mut FuncBuilder, x: ValueId, p: &[ValueId], s: &mut Sites) -> R<Saved> {
+    fn forward(
+        &self,
+        fb: &mut FuncBuilder,
+        x: ValueId,
+        p: &[ValueId],
+        s: &mut Sites,
+    ) -> EmitResult<Saved> {
         self.0.forward(fb, x, p, s)
     }
     fn backward(
@@ -162,7 +168,7 @@ impl CertLayer for AttentionWithCore {
         p: &[ValueId],
         s: &Saved,
         dy: ValueId,
-    ) -> R<Grads> {
+    ) -> EmitResult<Grads> {
         self.0.backward_with_core(fb, x, p, s, dy, self.1)
     }
 }
@@ -173,7 +179,7 @@ fn core_missing_scale_on_dq(
     h: &HeadTensors,
     d_out: ValueId,
     c: f64,
-) -> R<(ValueId, ValueId, ValueId)> {
+) -> EmitResult<(ValueId, ValueId, ValueId)> {
     let dp = head_matmul(fb, d_out, h.v, 3, 3)?;
     let dv = head_matmul(fb, h.p, d_out, 2, 2)?;
     let ds = softmax_rows_back(fb, h.p, dp)?;
@@ -190,7 +196,7 @@ fn core_dk_untransposed(
     h: &HeadTensors,
     d_out: ValueId,
     c: f64,
-) -> R<(ValueId, ValueId, ValueId)> {
+) -> EmitResult<(ValueId, ValueId, ValueId)> {
     let dp = head_matmul(fb, d_out, h.v, 3, 3)?;
     let dv = head_matmul(fb, h.p, d_out, 2, 2)?;
     let ds = softmax_rows_back(fb, h.p, dp)?;
@@ -206,7 +212,7 @@ fn core_dv_untransposed(
     h: &HeadTensors,
     d_out: ValueId,
     c: f64,
-) -> R<(ValueId, ValueId, ValueId)> {
+) -> EmitResult<(ValueId, ValueId, ValueId)> {
     let dp = head_matmul(fb, d_out, h.v, 3, 3)?;
     let dv = head_matmul(fb, h.p, d_out, 3, 2)?; // bug: should contract axis 2
     let ds = softmax_rows_back(fb, h.p, dp)?;

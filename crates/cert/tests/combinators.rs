@@ -3,9 +3,11 @@
 
 use cert::{certify_layer, TieOptions, Verdict};
 use ir::{FuncBuilder, TensorType, ValueId};
-use layers::emit::R;
+use layers::emit::EmitResult;
 use layers::ops::activation::Relu;
-use layers::{comp, CertLayer, Emit, Grads, LayerError, ReplacedBackward, Residual, Saved, Sites};
+use layers::{
+    compose, CertLayer, Emit, Grads, LayerError, ReplacedBackward, Residual, Saved, Sites,
+};
 
 fn t(shape: &[i64]) -> TensorType {
     TensorType::f32(shape.to_vec())
@@ -49,7 +51,13 @@ impl CertLayer for Shift {
     fn output_type(&self, input: &TensorType) -> Result<TensorType, LayerError> {
         Ok(input.clone())
     }
-    fn forward(&self, fb: &mut FuncBuilder, x: ValueId, _: &[ValueId], _: &mut Sites) -> R<Saved> {
+    fn forward(
+        &self,
+        fb: &mut FuncBuilder,
+        x: ValueId,
+        _: &[ValueId],
+        _: &mut Sites,
+    ) -> EmitResult<Saved> {
         let c = fb.splat_like(self.0, x);
         Ok(Saved::leaf(fb.add(x, c)?))
     }
@@ -60,7 +68,7 @@ impl CertLayer for Shift {
         _: &[ValueId],
         _: &Saved,
         dy: ValueId,
-    ) -> R<Grads> {
+    ) -> EmitResult<Grads> {
         Ok(Grads {
             dx: dy,
             dparams: vec![],
@@ -70,7 +78,7 @@ impl CertLayer for Shift {
 
 #[test]
 fn comp_and_residual_are_certified() {
-    let c = comp(Box::new(Shift(0.5)), Box::new(Relu));
+    let c = compose(Box::new(Shift(0.5)), Box::new(Relu));
     let r = certify_layer(&c, &t(&[3, 5]), &TieOptions::default());
     assert!(r.certified(), "{:?}", r.verdict);
     let res = Residual { body: Box::new(c) };
@@ -78,17 +86,23 @@ fn comp_and_residual_are_certified() {
     assert!(r.certified(), "{:?}", r.verdict);
 }
 
-/// `comp` with the second layer's backward evaluated at x instead of the
+/// `compose` with the second layer's backward evaluated at x instead of the
 /// first layer's output (REFERENCE §3.3's injected bug).
 struct CompAtWrongPoint(Shift, Relu);
 impl CertLayer for CompAtWrongPoint {
     fn name(&self) -> String {
-        "comp (second backward at x)".into()
+        "compose (second backward at x)".into()
     }
     fn output_type(&self, input: &TensorType) -> Result<TensorType, LayerError> {
         Ok(input.clone())
     }
-    fn forward(&self, fb: &mut FuncBuilder, x: ValueId, p: &[ValueId], s: &mut Sites) -> R<Saved> {
+    fn forward(
+        &self,
+        fb: &mut FuncBuilder,
+        x: ValueId,
+        p: &[ValueId],
+        s: &mut Sites,
+    ) -> EmitResult<Saved> {
         let a = self.0.forward(fb, x, p, s)?;
         let b = self.1.forward(fb, a.output(), p, s)?;
         Ok(Saved {
@@ -104,7 +118,7 @@ impl CertLayer for CompAtWrongPoint {
         p: &[ValueId],
         s: &Saved,
         dy: ValueId,
-    ) -> R<Grads> {
+    ) -> EmitResult<Grads> {
         let g2 = self.1.backward(fb, x, p, &s.children[1], dy)?;
         self.0.backward(fb, x, p, &s.children[0], g2.dx)
     }
@@ -148,7 +162,7 @@ fn residual_missing_skip_is_refuted() {
 /// the certifier must not certify it, and must name the site.
 #[test]
 fn a_point_on_a_kink_is_not_certified_and_names_the_site() {
-    let c = comp(Box::new(Shift(0.0)), Box::new(Relu));
+    let c = compose(Box::new(Shift(0.0)), Box::new(Relu));
     // Shift(0) keeps x, so build the kink with a layer that zeroes x instead.
     struct Zero;
     impl CertLayer for Zero {
@@ -164,7 +178,7 @@ fn a_point_on_a_kink_is_not_certified_and_names_the_site() {
             x: ValueId,
             _: &[ValueId],
             _: &mut Sites,
-        ) -> R<Saved> {
+        ) -> EmitResult<Saved> {
             let z = fb.splat_like(0.0, x);
             Ok(Saved::leaf(fb.mul(x, z)?))
         }
@@ -175,7 +189,7 @@ fn a_point_on_a_kink_is_not_certified_and_names_the_site() {
             _: &[ValueId],
             _: &Saved,
             _: ValueId,
-        ) -> R<Grads> {
+        ) -> EmitResult<Grads> {
             Ok(Grads {
                 dx: fb.splat_like(0.0, x),
                 dparams: vec![],
@@ -183,7 +197,7 @@ fn a_point_on_a_kink_is_not_certified_and_names_the_site() {
         }
     }
     assert!(certify_layer(&c, &t(&[2, 3]), &TieOptions::default()).certified());
-    let on_kink = comp(Box::new(Zero), Box::new(Relu));
+    let on_kink = compose(Box::new(Zero), Box::new(Relu));
     let r = certify_layer(&on_kink, &t(&[2, 3]), &TieOptions::default());
     match &r.verdict {
         Verdict::Undecided { reason } => {

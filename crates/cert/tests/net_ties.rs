@@ -7,7 +7,7 @@
 use cert::net::{check_eval_drift, forward_segments};
 use cert::{certify_layer, certify_net, net_tie_options, Verdict};
 use ir::{FuncBuilder, TensorType, ValueId};
-use layers::emit::R;
+use layers::emit::EmitResult;
 use layers::net::{by_name, LayerSpec, NetSpec};
 use layers::ops::norm::{BatchNorm, BnWorld};
 use layers::{CertLayer, Chain, Grads, LayerError, ParamSpec, Saved, Sites};
@@ -139,7 +139,13 @@ impl CertLayer for BnWorldSwap {
     fn params(&self, input: &TensorType) -> Vec<ParamSpec> {
         self.forward.params(input)
     }
-    fn forward(&self, fb: &mut FuncBuilder, x: ValueId, p: &[ValueId], s: &mut Sites) -> R<Saved> {
+    fn forward(
+        &self,
+        fb: &mut FuncBuilder,
+        x: ValueId,
+        p: &[ValueId],
+        s: &mut Sites,
+    ) -> EmitResult<Saved> {
         self.forward.forward(fb, x, p, s)
     }
     fn backward(
@@ -149,7 +155,7 @@ impl CertLayer for BnWorldSwap {
         p: &[ValueId],
         saved: &Saved,
         dy: ValueId,
-    ) -> R<Grads> {
+    ) -> EmitResult<Grads> {
         let other = BatchNorm {
             world: self.backward_world,
             ..self.forward.clone()
@@ -218,7 +224,13 @@ impl CertLayer for WrongActivation {
     fn params(&self, input: &TensorType) -> Vec<ParamSpec> {
         self.chain.params(input)
     }
-    fn forward(&self, fb: &mut FuncBuilder, x: ValueId, p: &[ValueId], s: &mut Sites) -> R<Saved> {
+    fn forward(
+        &self,
+        fb: &mut FuncBuilder,
+        x: ValueId,
+        p: &[ValueId],
+        s: &mut Sites,
+    ) -> EmitResult<Saved> {
         self.chain.forward(fb, x, p, s)
     }
     fn backward(
@@ -228,7 +240,7 @@ impl CertLayer for WrongActivation {
         params: &[ValueId],
         saved: &Saved,
         dy: ValueId,
-    ) -> R<Grads> {
+    ) -> EmitResult<Grads> {
         let tys = self.chain.types(fb.ty(x)).map_err(|e| ir::TypeError {
             op: "chain",
             message: e.0,

@@ -7,7 +7,7 @@ use cert::{certify_layer, Evidence, TieOptions, TieReport, Verdict};
 use ir::{
     BinaryOp, CompareDirection, CompareType, FuncBuilder, OpKind, TensorType, UnaryOp, ValueId,
 };
-use layers::emit::R;
+use layers::emit::EmitResult;
 use layers::ops::activation::{Gelu, GeluForm, Relu6, GELU_SQRT_2_OVER_PI};
 use layers::ops::loss::SoftmaxCrossEntropy;
 use layers::ops::norm::{kept_dims, standardize, BatchNorm, BnWorld};
@@ -181,7 +181,13 @@ impl CertLayer for Pool3WithPool2Backward {
         assert_eq!(Ok(a.clone()), POOL2.output_type(input), "shape-preserving");
         Ok(a)
     }
-    fn forward(&self, fb: &mut FuncBuilder, x: ValueId, p: &[ValueId], s: &mut Sites) -> R<Saved> {
+    fn forward(
+        &self,
+        fb: &mut FuncBuilder,
+        x: ValueId,
+        p: &[ValueId],
+        s: &mut Sites,
+    ) -> EmitResult<Saved> {
         POOL3.forward(fb, x, p, s)
     }
     fn backward(
@@ -191,7 +197,7 @@ impl CertLayer for Pool3WithPool2Backward {
         p: &[ValueId],
         s: &Saved,
         dy: ValueId,
-    ) -> R<Grads> {
+    ) -> EmitResult<Grads> {
         POOL2.backward(fb, x, p, s, dy)
     }
 }
@@ -414,7 +420,13 @@ impl CertLayer for GeluErfBackward {
     fn output_type(&self, input: &TensorType) -> Result<TensorType, LayerError> {
         Ok(input.clone())
     }
-    fn forward(&self, fb: &mut FuncBuilder, x: ValueId, p: &[ValueId], s: &mut Sites) -> R<Saved> {
+    fn forward(
+        &self,
+        fb: &mut FuncBuilder,
+        x: ValueId,
+        p: &[ValueId],
+        s: &mut Sites,
+    ) -> EmitResult<Saved> {
         Gelu {
             form: GeluForm::Tanh,
         }
@@ -427,7 +439,7 @@ impl CertLayer for GeluErfBackward {
         _: &[ValueId],
         _: &Saved,
         dy: ValueId,
-    ) -> R<Grads> {
+    ) -> EmitResult<Grads> {
         let one = fb.splat_like(1.0, x);
         let xs = fb.scale(x, std::f64::consts::FRAC_1_SQRT_2)?;
         let erf = fb.unary(UnaryOp::Erf, xs)?;

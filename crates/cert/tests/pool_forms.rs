@@ -10,7 +10,7 @@ use cert::{certify_layer, Evidence, TieOptions, TieReport};
 use common::refuted_block;
 use den::{eval_func, EvalOptions, Tensor, Value};
 use ir::{CompareDirection, ElemType, FuncBuilder, Module, TensorType, ValueId};
-use layers::emit::R;
+use layers::emit::EmitResult;
 use layers::ops::pool::{MaxPool, PoolBackward};
 use layers::{tie_funcs, CertLayer, Emit, Grads, ReplacedBackward};
 
@@ -278,7 +278,7 @@ fn shifted_pad(
     c: ValueId,
     (a, b): (i64, i64),
     input: &[i64],
-) -> R<ValueId> {
+) -> EmitResult<ValueId> {
     let placed = p.scatter_offset(fb, c, (a, b), input)?;
     let out = fb.shape(c);
     let high = input[2] + 2 * p.pad - a - (out[2] - 1) * p.stride - 1;

@@ -17,7 +17,7 @@ use common::refuted_block;
 use ir::{FuncBuilder, TensorType, ValueId};
 use layers::blocks::{block_conv, BlockNorm, ResidualBlock};
 use layers::combinators::{Chain, Projection, Residual};
-use layers::emit::R;
+use layers::emit::EmitResult;
 use layers::net::{resnet34, resnet34_width, resnet50, resnet50_width, LayerSpec, NetSpec};
 use layers::ops::activation::Relu;
 use layers::ops::conv::{Conv2d, Padding};
@@ -229,7 +229,7 @@ impl CertLayer for NoSkipInDx {
         x: ValueId,
         params: &[ValueId],
         sites: &mut layers::Sites,
-    ) -> R<Saved> {
+    ) -> EmitResult<Saved> {
         self.0.forward(fb, x, params, sites)
     }
     fn backward(
@@ -239,7 +239,7 @@ impl CertLayer for NoSkipInDx {
         params: &[ValueId],
         saved: &Saved,
         dy: ValueId,
-    ) -> R<Grads> {
+    ) -> EmitResult<Grads> {
         // The residual's dx is body.back(e) + e with e the out-ReLU's
         // cotangent; subtracting e leaves the body's alone.
         let e = ResidualBlock::out_relu_backward(fb, saved, dy)?;

@@ -19,7 +19,7 @@ use cert::{certify_layer, certify_net, net_tie_options};
 use common::refuted_block;
 use den::{eval_func, EvalOptions, Tensor, Value};
 use ir::{BinaryOp, FuncBuilder, Module, OpKind, TensorType, ValueId, WindowAttrs};
-use layers::emit::R;
+use layers::emit::EmitResult;
 use layers::net::{resnet34, LayerSpec, NetSpec};
 use layers::ops::conv::Padding;
 use layers::ops::norm::BnWorld;
@@ -124,7 +124,13 @@ impl CertLayer for XlaSameForward {
     fn output_type(&self, input: &TensorType) -> Result<TensorType, LayerError> {
         pool(STEM, self.0).output_type(input)
     }
-    fn forward(&self, fb: &mut FuncBuilder, x: ValueId, _: &[ValueId], s: &mut Sites) -> R<Saved> {
+    fn forward(
+        &self,
+        fb: &mut FuncBuilder,
+        x: ValueId,
+        _: &[ValueId],
+        s: &mut Sites,
+    ) -> EmitResult<Saved> {
         let attrs = WindowAttrs {
             padding: vec![(0, 0), (0, 0), (0, 1), (0, 1)],
             ..pool(STEM, self.0).window_attrs()
@@ -140,7 +146,7 @@ impl CertLayer for XlaSameForward {
         p: &[ValueId],
         saved: &Saved,
         dy: ValueId,
-    ) -> R<Grads> {
+    ) -> EmitResult<Grads> {
         pool(STEM, self.0).backward(fb, x, p, saved, dy)
     }
 }

@@ -6,7 +6,7 @@
 //! hand-written here.
 
 use crate::combinators::{Chain, Projection, Residual};
-use crate::emit::R;
+use crate::emit::EmitResult;
 use crate::layer::{CertLayer, Grads, LayerError, ParamSpec, Saved, Sites};
 use crate::ops::activation::Relu;
 use crate::ops::conv::{Conv2d, Padding};
@@ -196,7 +196,11 @@ impl ResidualBlock {
 impl ResidualBlock {
     /// The post-residual ReLU's backward from a block's `Saved` (`[sum,
     /// out_relu]`): its `dx` is the cotangent of the sum, `e`.
-    pub fn out_relu_backward(fb: &mut FuncBuilder, saved: &Saved, dy: ValueId) -> R<Grads> {
+    pub fn out_relu_backward(
+        fb: &mut FuncBuilder,
+        saved: &Saved,
+        dy: ValueId,
+    ) -> EmitResult<Grads> {
         let sum_out = saved.children[0].output();
         Relu.backward(fb, sum_out, &[], &saved.children[1], dy)
     }
@@ -238,7 +242,7 @@ impl CertLayer for ResidualBlock {
         x: ValueId,
         params: &[ValueId],
         sites: &mut Sites,
-    ) -> R<Saved> {
+    ) -> EmitResult<Saved> {
         let s = self.sum.forward(fb, x, params, sites)?;
         let r = sites.scoped("out_relu", |sites| Relu.forward(fb, s.output(), &[], sites))?;
         Ok(Saved {
@@ -254,7 +258,7 @@ impl CertLayer for ResidualBlock {
         params: &[ValueId],
         saved: &Saved,
         dy: ValueId,
-    ) -> R<Grads> {
+    ) -> EmitResult<Grads> {
         let e = Self::out_relu_backward(fb, saved, dy)?;
         self.sum.backward(fb, x, params, &saved.children[0], e.dx)
     }

@@ -1,8 +1,8 @@
-//! Composition of CertLayers: `Chain` (and its two-layer case `comp`),
+//! Composition of CertLayers: `Chain` (and its two-layer case `compose`),
 //! `Residual` and `Projection`. The second layer's backward is built at the
 //! FIRST layer's output; a residual's backward is `body.back(e) + e`.
 
-use crate::emit::{Emit, R};
+use crate::emit::{Emit, EmitResult};
 use crate::layer::{CertLayer, Grads, LayerError, ParamSpec, Saved, Sites};
 use ir::{FuncBuilder, TensorType, ValueId};
 
@@ -13,7 +13,7 @@ pub struct Chain {
 }
 
 /// Two layers, `first` then `second`.
-pub fn comp(first: Box<dyn CertLayer>, second: Box<dyn CertLayer>) -> Chain {
+pub fn compose(first: Box<dyn CertLayer>, second: Box<dyn CertLayer>) -> Chain {
     Chain {
         layers: vec![("0".into(), first), ("1".into(), second)],
     }
@@ -95,7 +95,7 @@ impl CertLayer for Chain {
         x: ValueId,
         params: &[ValueId],
         sites: &mut Sites,
-    ) -> R<Saved> {
+    ) -> EmitResult<Saved> {
         let tys = self.input_types_from(fb, x);
         let per = self.split(&tys, params);
         let mut h = x;
@@ -119,7 +119,7 @@ impl CertLayer for Chain {
         params: &[ValueId],
         saved: &Saved,
         dy: ValueId,
-    ) -> R<Grads> {
+    ) -> EmitResult<Grads> {
         let tys = self.input_types_from(fb, x);
         let per = self.split(&tys, params);
         // The input of layer i is x for i = 0, else layer i−1's output.
@@ -169,7 +169,7 @@ impl CertLayer for Residual {
         x: ValueId,
         params: &[ValueId],
         sites: &mut Sites,
-    ) -> R<Saved> {
+    ) -> EmitResult<Saved> {
         let s = self.body.forward(fb, x, params, sites)?;
         let y = fb.add(s.output(), x)?;
         Ok(Saved {
@@ -185,7 +185,7 @@ impl CertLayer for Residual {
         params: &[ValueId],
         saved: &Saved,
         dy: ValueId,
-    ) -> R<Grads> {
+    ) -> EmitResult<Grads> {
         let g = self.body.backward(fb, x, params, &saved.children[0], dy)?;
         let dx = fb.add(g.dx, dy)?;
         Ok(Grads {
@@ -221,7 +221,7 @@ impl CertLayer for Projection {
         x: ValueId,
         params: &[ValueId],
         sites: &mut Sites,
-    ) -> R<Saved> {
+    ) -> EmitResult<Saved> {
         let n = self.main.params(fb.ty(x)).len();
         let a = sites.scoped("main", |s| self.main.forward(fb, x, &params[..n], s))?;
         let b = sites.scoped("shortcut", |s| {
@@ -241,7 +241,7 @@ impl CertLayer for Projection {
         params: &[ValueId],
         saved: &Saved,
         dy: ValueId,
-    ) -> R<Grads> {
+    ) -> EmitResult<Grads> {
         let n = self.main.params(fb.ty(x)).len();
         let ga = self
             .main
@@ -292,8 +292,9 @@ pub fn fan_in_params(branches: [(&str, &dyn CertLayer); 2], input: &TensorType) 
 }
 
 /// A replacement backward map: `(layer, fb, x, params, saved, dy) → grads`.
-pub type BackwardFn<L> =
-    dyn Fn(&L, &mut FuncBuilder, ValueId, &[ValueId], &Saved, ValueId) -> R<Grads> + Send + Sync;
+pub type BackwardFn<L> = dyn Fn(&L, &mut FuncBuilder, ValueId, &[ValueId], &Saved, ValueId) -> EmitResult<Grads>
+    + Send
+    + Sync;
 
 /// `layer` with its backward map replaced; forward, parameters and kink sites
 /// stay the layer's own. Negative controls use it to inject one realistic,
@@ -309,7 +310,7 @@ impl<L> ReplacedBackward<L> {
     pub fn new(
         layer: L,
         label: impl Into<String>,
-        backward: impl Fn(&L, &mut FuncBuilder, ValueId, &[ValueId], &Saved, ValueId) -> R<Grads>
+        backward: impl Fn(&L, &mut FuncBuilder, ValueId, &[ValueId], &Saved, ValueId) -> EmitResult<Grads>
             + Send
             + Sync
             + 'static,
@@ -338,7 +339,7 @@ impl<L: CertLayer> CertLayer for ReplacedBackward<L> {
         x: ValueId,
         params: &[ValueId],
         sites: &mut Sites,
-    ) -> R<Saved> {
+    ) -> EmitResult<Saved> {
         self.layer.forward(fb, x, params, sites)
     }
     fn backward(
@@ -348,7 +349,7 @@ impl<L: CertLayer> CertLayer for ReplacedBackward<L> {
         params: &[ValueId],
         saved: &Saved,
         dy: ValueId,
-    ) -> R<Grads> {
+    ) -> EmitResult<Grads> {
         (self.backward)(&self.layer, fb, x, params, saved, dy)
     }
 }

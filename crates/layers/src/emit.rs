@@ -7,7 +7,8 @@ use ir::{
     OpKind, ScatterWindowAttrs, TensorType, TypeError, UnaryOp, ValueId, WindowAttrs,
 };
 
-pub type R<T> = Result<T, TypeError>;
+/// What every emission returns: the value built, or the builder's shape error.
+pub type EmitResult<T> = Result<T, TypeError>;
 
 /// Emission helpers on a function builder. Shapes are checked by the builder.
 pub trait Emit {
@@ -30,41 +31,41 @@ pub trait Emit {
         self.splat(value, &s)
     }
 
-    fn add(&mut self, a: ValueId, b: ValueId) -> R<ValueId> {
+    fn add(&mut self, a: ValueId, b: ValueId) -> EmitResult<ValueId> {
         self.fb().binary(BinaryOp::Add, a, b)
     }
-    fn sub(&mut self, a: ValueId, b: ValueId) -> R<ValueId> {
+    fn sub(&mut self, a: ValueId, b: ValueId) -> EmitResult<ValueId> {
         self.fb().binary(BinaryOp::Subtract, a, b)
     }
-    fn mul(&mut self, a: ValueId, b: ValueId) -> R<ValueId> {
+    fn mul(&mut self, a: ValueId, b: ValueId) -> EmitResult<ValueId> {
         self.fb().binary(BinaryOp::Multiply, a, b)
     }
-    fn div(&mut self, a: ValueId, b: ValueId) -> R<ValueId> {
+    fn div(&mut self, a: ValueId, b: ValueId) -> EmitResult<ValueId> {
         self.fb().binary(BinaryOp::Divide, a, b)
     }
-    fn max(&mut self, a: ValueId, b: ValueId) -> R<ValueId> {
+    fn max(&mut self, a: ValueId, b: ValueId) -> EmitResult<ValueId> {
         self.fb().binary(BinaryOp::Maximum, a, b)
     }
-    fn min(&mut self, a: ValueId, b: ValueId) -> R<ValueId> {
+    fn min(&mut self, a: ValueId, b: ValueId) -> EmitResult<ValueId> {
         self.fb().binary(BinaryOp::Minimum, a, b)
     }
-    fn and(&mut self, a: ValueId, b: ValueId) -> R<ValueId> {
+    fn and(&mut self, a: ValueId, b: ValueId) -> EmitResult<ValueId> {
         self.fb().binary(BinaryOp::And, a, b)
     }
     /// `a * c` for a scalar constant c.
-    fn scale(&mut self, a: ValueId, c: f64) -> R<ValueId> {
+    fn scale(&mut self, a: ValueId, c: f64) -> EmitResult<ValueId> {
         let k = self.splat_like(c, a);
         self.mul(a, k)
     }
-    fn unary(&mut self, op: UnaryOp, a: ValueId) -> R<ValueId> {
+    fn unary(&mut self, op: UnaryOp, a: ValueId) -> EmitResult<ValueId> {
         self.fb().push1(OpKind::Unary(op), &[a], None)
     }
-    fn neg(&mut self, a: ValueId) -> R<ValueId> {
+    fn neg(&mut self, a: ValueId) -> EmitResult<ValueId> {
         self.unary(UnaryOp::Negate, a)
     }
 
     /// `compare dir, a, b, FLOAT` → i1.
-    fn cmp(&mut self, dir: CompareDirection, a: ValueId, b: ValueId) -> R<ValueId> {
+    fn cmp(&mut self, dir: CompareDirection, a: ValueId, b: ValueId) -> EmitResult<ValueId> {
         self.fb().push1(
             OpKind::Compare {
                 direction: dir,
@@ -74,11 +75,11 @@ pub trait Emit {
             None,
         )
     }
-    fn select(&mut self, pred: ValueId, t: ValueId, f: ValueId) -> R<ValueId> {
+    fn select(&mut self, pred: ValueId, t: ValueId, f: ValueId) -> EmitResult<ValueId> {
         self.fb().push1(OpKind::Select, &[pred, t, f], None)
     }
 
-    fn reshape(&mut self, a: ValueId, shape: &[i64]) -> R<ValueId> {
+    fn reshape(&mut self, a: ValueId, shape: &[i64]) -> EmitResult<ValueId> {
         let e = self.elem(a);
         self.fb().push1(
             OpKind::Reshape,
@@ -86,7 +87,7 @@ pub trait Emit {
             Some(TensorType::new(shape.to_vec(), e)),
         )
     }
-    fn transpose(&mut self, a: ValueId, perm: &[i64]) -> R<ValueId> {
+    fn transpose(&mut self, a: ValueId, perm: &[i64]) -> EmitResult<ValueId> {
         self.fb().push1(
             OpKind::Transpose {
                 permutation: perm.to_vec(),
@@ -95,7 +96,7 @@ pub trait Emit {
             None,
         )
     }
-    fn reverse(&mut self, a: ValueId, dims: &[i64]) -> R<ValueId> {
+    fn reverse(&mut self, a: ValueId, dims: &[i64]) -> EmitResult<ValueId> {
         self.fb().push1(
             OpKind::Reverse {
                 dims: dims.to_vec(),
@@ -105,7 +106,7 @@ pub trait Emit {
         )
     }
     /// `broadcast_in_dim a, dims` to `shape`.
-    fn bcast(&mut self, a: ValueId, dims: &[i64], shape: &[i64]) -> R<ValueId> {
+    fn bcast(&mut self, a: ValueId, dims: &[i64], shape: &[i64]) -> EmitResult<ValueId> {
         let e = self.elem(a);
         self.fb().push1(
             OpKind::BroadcastInDim {
@@ -116,7 +117,13 @@ pub trait Emit {
         )
     }
     /// Zero padding with `low`, `high`, `interior` per dimension.
-    fn pad(&mut self, a: ValueId, low: &[i64], high: &[i64], interior: &[i64]) -> R<ValueId> {
+    fn pad(
+        &mut self,
+        a: ValueId,
+        low: &[i64],
+        high: &[i64],
+        interior: &[i64],
+    ) -> EmitResult<ValueId> {
         self.pad_with(a, 0.0, low, high, interior)
     }
     fn pad_with(
@@ -126,7 +133,7 @@ pub trait Emit {
         low: &[i64],
         high: &[i64],
         interior: &[i64],
-    ) -> R<ValueId> {
+    ) -> EmitResult<ValueId> {
         let e = self.elem(a);
         let z = self.fb().splat(value, TensorType::scalar(e));
         self.fb().push1(
@@ -139,7 +146,13 @@ pub trait Emit {
             None,
         )
     }
-    fn slice(&mut self, a: ValueId, start: &[i64], limit: &[i64], strides: &[i64]) -> R<ValueId> {
+    fn slice(
+        &mut self,
+        a: ValueId,
+        start: &[i64],
+        limit: &[i64],
+        strides: &[i64],
+    ) -> EmitResult<ValueId> {
         self.fb().push1(
             OpKind::Slice {
                 start: start.to_vec(),
@@ -150,12 +163,12 @@ pub trait Emit {
             None,
         )
     }
-    fn concat(&mut self, parts: &[ValueId], dim: i64) -> R<ValueId> {
+    fn concat(&mut self, parts: &[ValueId], dim: i64) -> EmitResult<ValueId> {
         self.fb().push1(OpKind::Concatenate { dim }, parts, None)
     }
 
     /// `reduce(a) applies <op> across dims` with the op's identity as init.
-    fn reduce(&mut self, op: BinaryOp, a: ValueId, dims: &[i64]) -> R<ValueId> {
+    fn reduce(&mut self, op: BinaryOp, a: ValueId, dims: &[i64]) -> EmitResult<ValueId> {
         let e = self.elem(a);
         let init = match op {
             BinaryOp::Add => 0.0,
@@ -175,11 +188,11 @@ pub trait Emit {
             None,
         )?[0])
     }
-    fn reduce_sum(&mut self, a: ValueId, dims: &[i64]) -> R<ValueId> {
+    fn reduce_sum(&mut self, a: ValueId, dims: &[i64]) -> EmitResult<ValueId> {
         self.reduce(BinaryOp::Add, a, dims)
     }
 
-    fn dot(&mut self, a: ValueId, b: ValueId, dims: DotDims) -> R<ValueId> {
+    fn dot(&mut self, a: ValueId, b: ValueId, dims: DotDims) -> EmitResult<ValueId> {
         self.fb().push1(
             OpKind::DotGeneral {
                 dims,
@@ -190,7 +203,7 @@ pub trait Emit {
         )
     }
     /// `[m,k] · [k,n]`, contracting a's `ca` with b's `cb`.
-    fn matmul(&mut self, a: ValueId, b: ValueId, ca: i64, cb: i64) -> R<ValueId> {
+    fn matmul(&mut self, a: ValueId, b: ValueId, ca: i64, cb: i64) -> EmitResult<ValueId> {
         self.dot(
             a,
             b,
@@ -201,12 +214,17 @@ pub trait Emit {
             },
         )
     }
-    fn conv(&mut self, x: ValueId, w: ValueId, attrs: ConvAttrs) -> R<ValueId> {
+    fn conv(&mut self, x: ValueId, w: ValueId, attrs: ConvAttrs) -> EmitResult<ValueId> {
         self.fb().push1(OpKind::Convolution(attrs), &[x, w], None)
     }
 
     /// `reduce_window` with a max (init −∞) or add (init 0) body.
-    fn reduce_window(&mut self, op: BinaryOp, a: ValueId, attrs: WindowAttrs) -> R<ValueId> {
+    fn reduce_window(
+        &mut self,
+        op: BinaryOp,
+        a: ValueId,
+        attrs: WindowAttrs,
+    ) -> EmitResult<ValueId> {
         let e = self.elem(a);
         let init = match op {
             BinaryOp::Maximum => f64::NEG_INFINITY,
@@ -225,7 +243,7 @@ pub trait Emit {
         source: ValueId,
         select: CompareDirection,
         attrs: ScatterWindowAttrs,
-    ) -> R<ValueId> {
+    ) -> EmitResult<ValueId> {
         let e = self.elem(operand);
         let s = TensorType::scalar(e);
         let sel: Block = self.fb().region(&[s.clone(), s.clone()], |b, a| {

@@ -3,7 +3,7 @@
 //! certifier ties the backward map to the VJP of the forward; nothing here
 //! derives a gradient automatically.
 
-use crate::emit::R;
+use crate::emit::EmitResult;
 use ir::{Func, FuncBuilder, Module, TensorType, ValueId, Visibility};
 use std::fmt;
 
@@ -151,7 +151,7 @@ pub trait CertLayer: Send + Sync {
         x: ValueId,
         params: &[ValueId],
         sites: &mut Sites,
-    ) -> R<Saved>;
+    ) -> EmitResult<Saved>;
     /// Emit the hand-written backward map at the saved forward input `x`:
     /// cotangent `dy` of the output → input cotangent and parameter gradients.
     fn backward(
@@ -161,7 +161,7 @@ pub trait CertLayer: Send + Sync {
         params: &[ValueId],
         saved: &Saved,
         dy: ValueId,
-    ) -> R<Grads>;
+    ) -> EmitResult<Grads>;
 }
 
 #[derive(Clone, Debug, PartialEq)]

@@ -11,7 +11,7 @@ pub mod net;
 pub mod ops;
 pub mod trainstep;
 
-pub use combinators::{comp, Chain, Projection, ReplacedBackward, Residual};
+pub use combinators::{compose, Chain, Projection, ReplacedBackward, Residual};
 pub use emit::Emit;
 pub use layer::{
     tie_funcs, CertLayer, Grads, Init, KinkKind, KinkSite, LayerError, ParamSpec, Saved, Sites,

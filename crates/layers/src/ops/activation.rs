@@ -2,7 +2,7 @@
 //! tanh-form GELU — forward, closed-form backward map (masks are strict) and
 //! kink sites.
 
-use crate::emit::{Emit, R};
+use crate::emit::{Emit, EmitResult};
 use crate::layer::{CertLayer, Grads, KinkKind, LayerError, Saved, Sites};
 use ir::{CompareDirection, FuncBuilder, TensorType, UnaryOp, ValueId};
 
@@ -23,7 +23,7 @@ impl CertLayer for Relu {
         x: ValueId,
         _: &[ValueId],
         sites: &mut Sites,
-    ) -> R<Saved> {
+    ) -> EmitResult<Saved> {
         let zero = fb.splat_like(0.0, x);
         let y = fb.max(x, zero)?;
         sites.record("pre_relu", KinkKind::ReluNonZero, y);
@@ -36,7 +36,7 @@ impl CertLayer for Relu {
         _: &[ValueId],
         _: &Saved,
         dy: ValueId,
-    ) -> R<Grads> {
+    ) -> EmitResult<Grads> {
         let zero = fb.splat_like(0.0, x);
         let pos = fb.cmp(CompareDirection::Gt, x, zero)?;
         let dx = fb.select(pos, dy, zero)?;
@@ -65,7 +65,7 @@ impl CertLayer for Relu6 {
         x: ValueId,
         _: &[ValueId],
         sites: &mut Sites,
-    ) -> R<Saved> {
+    ) -> EmitResult<Saved> {
         let zero = fb.splat_like(0.0, x);
         let six = fb.splat_like(6.0, x);
         let lower = fb.max(x, zero)?;
@@ -81,7 +81,7 @@ impl CertLayer for Relu6 {
         _: &[ValueId],
         _: &Saved,
         dy: ValueId,
-    ) -> R<Grads> {
+    ) -> EmitResult<Grads> {
         let zero = fb.splat_like(0.0, x);
         let six = fb.splat_like(6.0, x);
         let above = fb.cmp(CompareDirection::Gt, x, zero)?;
@@ -105,7 +105,13 @@ impl CertLayer for Sigmoid {
     fn output_type(&self, input: &TensorType) -> Result<TensorType, LayerError> {
         Ok(input.clone())
     }
-    fn forward(&self, fb: &mut FuncBuilder, x: ValueId, _: &[ValueId], _: &mut Sites) -> R<Saved> {
+    fn forward(
+        &self,
+        fb: &mut FuncBuilder,
+        x: ValueId,
+        _: &[ValueId],
+        _: &mut Sites,
+    ) -> EmitResult<Saved> {
         Ok(Saved::leaf(fb.unary(UnaryOp::Logistic, x)?))
     }
     fn backward(
@@ -115,7 +121,7 @@ impl CertLayer for Sigmoid {
         _: &[ValueId],
         _: &Saved,
         dy: ValueId,
-    ) -> R<Grads> {
+    ) -> EmitResult<Grads> {
         let s = fb.unary(UnaryOp::Logistic, x)?;
         let one = fb.splat_like(1.0, x);
         let rest = fb.sub(one, s)?;
@@ -138,7 +144,13 @@ impl CertLayer for Swish {
     fn output_type(&self, input: &TensorType) -> Result<TensorType, LayerError> {
         Ok(input.clone())
     }
-    fn forward(&self, fb: &mut FuncBuilder, x: ValueId, _: &[ValueId], _: &mut Sites) -> R<Saved> {
+    fn forward(
+        &self,
+        fb: &mut FuncBuilder,
+        x: ValueId,
+        _: &[ValueId],
+        _: &mut Sites,
+    ) -> EmitResult<Saved> {
         let s = fb.unary(UnaryOp::Logistic, x)?;
         Ok(Saved::leaf(fb.mul(x, s)?))
     }
@@ -149,7 +161,7 @@ impl CertLayer for Swish {
         _: &[ValueId],
         _: &Saved,
         dy: ValueId,
-    ) -> R<Grads> {
+    ) -> EmitResult<Grads> {
         let s = fb.unary(UnaryOp::Logistic, x)?;
         let one = fb.splat_like(1.0, x);
         let rest = fb.sub(one, s)?;
@@ -185,7 +197,7 @@ pub struct Gelu {
 
 impl Gelu {
     /// `t = tanh(√(2/π)·(x + c·x³))` and `x²`.
-    fn tanh_arg(&self, fb: &mut FuncBuilder, x: ValueId) -> R<(ValueId, ValueId)> {
+    fn tanh_arg(&self, fb: &mut FuncBuilder, x: ValueId) -> EmitResult<(ValueId, ValueId)> {
         let x2 = fb.mul(x, x)?;
         let x3 = fb.mul(x2, x)?;
         let cx3 = fb.scale(x3, GELU_CUBIC)?;
@@ -203,7 +215,13 @@ impl CertLayer for Gelu {
     fn output_type(&self, input: &TensorType) -> Result<TensorType, LayerError> {
         Ok(input.clone())
     }
-    fn forward(&self, fb: &mut FuncBuilder, x: ValueId, _: &[ValueId], _: &mut Sites) -> R<Saved> {
+    fn forward(
+        &self,
+        fb: &mut FuncBuilder,
+        x: ValueId,
+        _: &[ValueId],
+        _: &mut Sites,
+    ) -> EmitResult<Saved> {
         let GeluForm::Tanh = self.form;
         let (t, _) = self.tanh_arg(fb, x)?;
         let one = fb.splat_like(1.0, x);
@@ -218,7 +236,7 @@ impl CertLayer for Gelu {
         _: &[ValueId],
         _: &Saved,
         dy: ValueId,
-    ) -> R<Grads> {
+    ) -> EmitResult<Grads> {
         let GeluForm::Tanh = self.form;
         let (t, x2) = self.tanh_arg(fb, x)?;
         let one = fb.splat_like(1.0, x);

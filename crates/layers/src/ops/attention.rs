@@ -4,7 +4,7 @@
 //! helpers they are built from (dense over the last axis, head split/merge,
 //! per-head matmul, row softmax and its VJP).
 
-use crate::emit::{Emit, R};
+use crate::emit::{Emit, EmitResult};
 use crate::layer::{CertLayer, Grads, Init, LayerError, ParamSpec, Saved, Sites};
 use ir::{ConvAttrs, ConvDims, DotDims, FuncBuilder, TensorType, UnaryOp, ValueId};
 
@@ -14,7 +14,12 @@ use ir::{ConvAttrs, ConvDims, DotDims, FuncBuilder, TensorType, UnaryOp, ValueId
 
 /// `y = x·W + b` over the last axis of `x` (`[…, in]`, W `[in, out]`, b `[out]`):
 /// the REFERENCE §1 dense convention (weights stored [in, out]).
-pub fn dense_last_axis(fb: &mut FuncBuilder, x: ValueId, w: ValueId, b: ValueId) -> R<ValueId> {
+pub fn dense_last_axis(
+    fb: &mut FuncBuilder,
+    x: ValueId,
+    w: ValueId,
+    b: ValueId,
+) -> EmitResult<ValueId> {
     let rank = fb.shape(x).len() as i64;
     let xw = fb.matmul(x, w, rank - 1, 0)?;
     let shape = fb.shape(xw);
@@ -29,7 +34,7 @@ pub fn dense_last_axis_back(
     x: ValueId,
     w: ValueId,
     dy: ValueId,
-) -> R<(ValueId, ValueId, ValueId)> {
+) -> EmitResult<(ValueId, ValueId, ValueId)> {
     let rank = fb.shape(x).len() as i64;
     let lead: Vec<i64> = (0..rank - 1).collect();
     let dx = fb.matmul(dy, w, rank - 1, 1)?;
@@ -51,7 +56,7 @@ pub fn dense_last_axis_back(
 /// `[N,T,D] → [N,H,T,d]`: the D axis cut into H contiguous chunks of
 /// d = D/H (head h owns features `h·d .. (h+1)·d`, exactly the slicing of
 /// REFERENCE §2.13), heads moved next to the batch axis.
-pub fn split_heads(fb: &mut FuncBuilder, x: ValueId, heads: i64) -> R<ValueId> {
+pub fn split_heads(fb: &mut FuncBuilder, x: ValueId, heads: i64) -> EmitResult<ValueId> {
     let s = fb.shape(x);
     let (n, t, d) = (s[0], s[1], s[2]);
     let r = fb.reshape(x, &[n, t, heads, d / heads])?;
@@ -59,7 +64,7 @@ pub fn split_heads(fb: &mut FuncBuilder, x: ValueId, heads: i64) -> R<ValueId> {
 }
 
 /// Inverse of [`split_heads`]: `[N,H,T,d] → [N,T,H·d]` (head concatenation).
-pub fn merge_heads(fb: &mut FuncBuilder, xh: ValueId) -> R<ValueId> {
+pub fn merge_heads(fb: &mut FuncBuilder, xh: ValueId) -> EmitResult<ValueId> {
     let s = fb.shape(xh);
     let (n, h, t, d) = (s[0], s[1], s[2], s[3]);
     let tr = fb.transpose(xh, &[0, 2, 1, 3])?;
@@ -69,7 +74,13 @@ pub fn merge_heads(fb: &mut FuncBuilder, xh: ValueId) -> R<ValueId> {
 /// Per-(example, head) matrix product of two `[N,H,·,·]` tensors, contracting
 /// `a`'s axis `ca` with `b`'s axis `cb` (each 2 or 3): result
 /// `[N, H, a's free axis, b's free axis]`.
-pub fn head_matmul(fb: &mut FuncBuilder, a: ValueId, b: ValueId, ca: i64, cb: i64) -> R<ValueId> {
+pub fn head_matmul(
+    fb: &mut FuncBuilder,
+    a: ValueId,
+    b: ValueId,
+    ca: i64,
+    cb: i64,
+) -> EmitResult<ValueId> {
     fb.dot(
         a,
         b,
@@ -84,7 +95,7 @@ pub fn head_matmul(fb: &mut FuncBuilder, a: ValueId, b: ValueId, ca: i64, cb: i6
 
 /// Softmax over the last axis, `exp(z) / Σ exp(z)` with NO max subtraction
 /// (REFERENCE §2.13 / fact 11: the reference render does not stabilise).
-pub fn softmax_rows(fb: &mut FuncBuilder, z: ValueId) -> R<ValueId> {
+pub fn softmax_rows(fb: &mut FuncBuilder, z: ValueId) -> EmitResult<ValueId> {
     let shape = fb.shape(z);
     let last = shape.len() as i64 - 1;
     let e = fb.unary(UnaryOp::Exponential, z)?;
@@ -95,7 +106,7 @@ pub fn softmax_rows(fb: &mut FuncBuilder, z: ValueId) -> R<ValueId> {
 }
 
 /// Row-softmax VJP: `dz = p ⊙ (dp − Σ_row p⊙dp)`.
-pub fn softmax_rows_back(fb: &mut FuncBuilder, p: ValueId, dp: ValueId) -> R<ValueId> {
+pub fn softmax_rows_back(fb: &mut FuncBuilder, p: ValueId, dp: ValueId) -> EmitResult<ValueId> {
     let shape = fb.shape(p);
     let last = shape.len() as i64 - 1;
     let pdp = fb.mul(p, dp)?;
@@ -124,7 +135,7 @@ pub struct HeadTensors {
 /// from the per-head output cotangent `[N,H,Tq,d]` and the score scale c to
 /// `(dQ_h, dK_h, dV_h)`.
 pub type CoreBack =
-    fn(&mut FuncBuilder, &HeadTensors, ValueId, f64) -> R<(ValueId, ValueId, ValueId)>;
+    fn(&mut FuncBuilder, &HeadTensors, ValueId, f64) -> EmitResult<(ValueId, ValueId, ValueId)>;
 
 /// The attention core's VJP:
 /// `dP = dO·V_hᵀ`, `dV_h = Pᵀ·dO`, `dS = c·P⊙(dP − Σ_row P⊙dP)`,
@@ -135,7 +146,7 @@ pub fn attention_core_back(
     h: &HeadTensors,
     d_out: ValueId,
     score_scale: f64,
-) -> R<(ValueId, ValueId, ValueId)> {
+) -> EmitResult<(ValueId, ValueId, ValueId)> {
     let dp = head_matmul(fb, d_out, h.v, 3, 3)?; // [N,H,Tq,Tk]
     let dv = head_matmul(fb, h.p, d_out, 2, 2)?; // Σ_q P[q,k]·dO[q,·] → [N,H,Tk,d]
     let ds = softmax_rows_back(fb, h.p, dp)?;
@@ -185,7 +196,7 @@ impl MultiHeadSelfAttention {
         saved: &Saved,
         dy: ValueId,
         core: CoreBack,
-    ) -> R<Grads> {
+    ) -> EmitResult<Grads> {
         use saved_index::*;
         let (wq, wk, wv, wo) = (params[0], params[2], params[4], params[6]);
         let heads = HeadTensors {
@@ -255,7 +266,7 @@ impl CertLayer for MultiHeadSelfAttention {
         x: ValueId,
         params: &[ValueId],
         _: &mut Sites,
-    ) -> R<Saved> {
+    ) -> EmitResult<Saved> {
         let q = dense_last_axis(fb, x, params[0], params[1])?;
         let k = dense_last_axis(fb, x, params[2], params[3])?;
         let v = dense_last_axis(fb, x, params[4], params[5])?;
@@ -282,7 +293,7 @@ impl CertLayer for MultiHeadSelfAttention {
         params: &[ValueId],
         saved: &Saved,
         dy: ValueId,
-    ) -> R<Grads> {
+    ) -> EmitResult<Grads> {
         self.backward_with_core(fb, x, params, saved, dy, attention_core_back)
     }
 }
@@ -361,7 +372,7 @@ impl CertLayer for PatchEmbed {
         x: ValueId,
         params: &[ValueId],
         _: &mut Sites,
-    ) -> R<Saved> {
+    ) -> EmitResult<Saved> {
         let (w, b, cls, pos) = (params[0], params[1], params[2], params[3]);
         let n = fb.shape(x)[0];
         let (gh, gw) = self.grid(fb.ty(x));
@@ -386,7 +397,7 @@ impl CertLayer for PatchEmbed {
         params: &[ValueId],
         _: &Saved,
         dy: ValueId,
-    ) -> R<Grads> {
+    ) -> EmitResult<Grads> {
         let w = params[0];
         let xs = fb.shape(x);
         let (n, p, d) = (xs[0], self.patch, self.dim);

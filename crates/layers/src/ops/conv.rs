@@ -19,7 +19,7 @@
 //! also stay exact at odd input sizes, where the trailing zeros are trimmed so
 //! that no pad goes negative.
 
-use crate::emit::{Emit, R};
+use crate::emit::{Emit, EmitResult};
 use crate::layer::{CertLayer, Grads, Init, LayerError, ParamSpec, Saved, Sites};
 use ir::{ConvAttrs, FuncBuilder, TensorType, TypeError, ValueId};
 
@@ -153,7 +153,12 @@ pub fn axis_geometry(
 
 /// Zero-upsample an NCHW cotangent: `dy[i]` lands at `s·i`, with `trailing`
 /// zeros after the last row/column (`pad(dy, low 0, high t, interior s−1)`).
-pub fn upsample(fb: &mut FuncBuilder, dy: ValueId, stride: i64, trailing: [i64; 2]) -> R<ValueId> {
+pub fn upsample(
+    fb: &mut FuncBuilder,
+    dy: ValueId,
+    stride: i64,
+    trailing: [i64; 2],
+) -> EmitResult<ValueId> {
     if stride == 1 && trailing == [0, 0] {
         return Ok(dy);
     }
@@ -174,7 +179,7 @@ fn conv2d(
     pads: [(i64, i64); 2],
     feature_groups: i64,
     batch_groups: i64,
-) -> R<ValueId> {
+) -> EmitResult<ValueId> {
     let mut attrs = ConvAttrs::plain2d();
     attrs.window_strides = vec![stride, stride];
     attrs.padding = pads.to_vec();
@@ -225,7 +230,7 @@ fn conv_backward(
     dy: ValueId,
     geo: &[AxisGeometry; 2],
     depthwise_channels: Option<i64>,
-) -> R<Grads> {
+) -> EmitResult<Grads> {
     let w = params[0];
     let s = geo[0].stride;
     let groups = depthwise_channels.unwrap_or(1);
@@ -311,7 +316,7 @@ impl Conv2d {
         params: &[ValueId],
         dy: ValueId,
         geo: &[AxisGeometry; 2],
-    ) -> R<Grads> {
+    ) -> EmitResult<Grads> {
         conv_backward(fb, x, params, dy, geo, None)
     }
 }
@@ -355,7 +360,7 @@ impl CertLayer for Conv2d {
         x: ValueId,
         params: &[ValueId],
         _: &mut Sites,
-    ) -> R<Saved> {
+    ) -> EmitResult<Saved> {
         let g = self.geometry(fb.ty(x)).map_err(as_type_error)?;
         let y = conv2d(fb, x, params[0], self.stride, [g[0].pad, g[1].pad], 1, 1)?;
         let y = if self.bias {
@@ -374,7 +379,7 @@ impl CertLayer for Conv2d {
         params: &[ValueId],
         _: &Saved,
         dy: ValueId,
-    ) -> R<Grads> {
+    ) -> EmitResult<Grads> {
         let g = self.geometry(fb.ty(x)).map_err(as_type_error)?;
         self.backward_at(fb, x, params, dy, &g)
     }
@@ -412,7 +417,7 @@ impl DepthwiseConv2d {
         params: &[ValueId],
         dy: ValueId,
         geo: &[AxisGeometry; 2],
-    ) -> R<Grads> {
+    ) -> EmitResult<Grads> {
         conv_backward(fb, x, params, dy, geo, Some(self.ch))
     }
 }
@@ -456,7 +461,7 @@ impl CertLayer for DepthwiseConv2d {
         x: ValueId,
         params: &[ValueId],
         _: &mut Sites,
-    ) -> R<Saved> {
+    ) -> EmitResult<Saved> {
         let g = self.geometry(fb.ty(x)).map_err(as_type_error)?;
         let y = conv2d(
             fb,
@@ -483,7 +488,7 @@ impl CertLayer for DepthwiseConv2d {
         params: &[ValueId],
         _: &Saved,
         dy: ValueId,
-    ) -> R<Grads> {
+    ) -> EmitResult<Grads> {
         let g = self.geometry(fb.ty(x)).map_err(as_type_error)?;
         self.backward_at(fb, x, params, dy, &g)
     }

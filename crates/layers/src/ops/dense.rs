@@ -3,7 +3,7 @@
 //! `Flatten` (NCHW → [N, C·H·W]), each with its hand-written backward map
 //! (REFERENCE §2.6, §2.7), and their catalog.
 
-use crate::emit::{Emit, R};
+use crate::emit::{Emit, EmitResult};
 use crate::layer::{CertLayer, Grads, Init, LayerError, ParamSpec, Saved, Sites};
 use ir::{DotDims, FuncBuilder, TensorType, ValueId};
 
@@ -65,7 +65,7 @@ impl CertLayer for Dense {
         x: ValueId,
         params: &[ValueId],
         _: &mut Sites,
-    ) -> R<Saved> {
+    ) -> EmitResult<Saved> {
         let last = fb.shape(x).len() as i64 - 1;
         let y = fb.matmul(x, params[0], last, 0)?;
         let y = if self.bias {
@@ -84,7 +84,7 @@ impl CertLayer for Dense {
         params: &[ValueId],
         _: &Saved,
         dy: ValueId,
-    ) -> R<Grads> {
+    ) -> EmitResult<Grads> {
         let rank = fb.shape(x).len();
         let last = rank as i64 - 1;
         let lead = Self::leading(rank);
@@ -138,7 +138,7 @@ impl CertLayer for BiasAdd {
         x: ValueId,
         params: &[ValueId],
         _: &mut Sites,
-    ) -> R<Saved> {
+    ) -> EmitResult<Saved> {
         let shape = fb.shape(x);
         let b = fb.bcast(params[0], &[1], &shape)?;
         Ok(Saved::leaf(fb.add(x, b)?))
@@ -150,7 +150,7 @@ impl CertLayer for BiasAdd {
         _: &[ValueId],
         _: &Saved,
         dy: ValueId,
-    ) -> R<Grads> {
+    ) -> EmitResult<Grads> {
         let db = fb.reduce_sum(dy, &[0, 2, 3])?;
         Ok(Grads {
             dx: dy,
@@ -177,7 +177,13 @@ impl CertLayer for GlobalAvgPool {
             ))),
         }
     }
-    fn forward(&self, fb: &mut FuncBuilder, x: ValueId, _: &[ValueId], _: &mut Sites) -> R<Saved> {
+    fn forward(
+        &self,
+        fb: &mut FuncBuilder,
+        x: ValueId,
+        _: &[ValueId],
+        _: &mut Sites,
+    ) -> EmitResult<Saved> {
         let shape = fb.shape(x);
         let sum = fb.reduce_sum(x, &[2, 3])?;
         let count = fb.splat_like((shape[2] * shape[3]) as f64, sum);
@@ -190,7 +196,7 @@ impl CertLayer for GlobalAvgPool {
         _: &[ValueId],
         _: &Saved,
         dy: ValueId,
-    ) -> R<Grads> {
+    ) -> EmitResult<Grads> {
         let shape = fb.shape(x);
         let count = fb.splat_like((shape[2] * shape[3]) as f64, dy);
         let per_pixel = fb.div(dy, count)?;
@@ -220,7 +226,13 @@ impl CertLayer for Flatten {
         let rest: i64 = input.shape[1..].iter().product();
         Ok(TensorType::f32(vec![input.shape[0], rest]))
     }
-    fn forward(&self, fb: &mut FuncBuilder, x: ValueId, _: &[ValueId], _: &mut Sites) -> R<Saved> {
+    fn forward(
+        &self,
+        fb: &mut FuncBuilder,
+        x: ValueId,
+        _: &[ValueId],
+        _: &mut Sites,
+    ) -> EmitResult<Saved> {
         let shape = fb.shape(x);
         let rest: i64 = shape[1..].iter().product();
         Ok(Saved::leaf(fb.reshape(x, &[shape[0], rest])?))
@@ -232,7 +244,7 @@ impl CertLayer for Flatten {
         _: &[ValueId],
         _: &Saved,
         dy: ValueId,
-    ) -> R<Grads> {
+    ) -> EmitResult<Grads> {
         let shape = fb.shape(x);
         Ok(Grads {
             dx: fb.reshape(dy, &shape)?,

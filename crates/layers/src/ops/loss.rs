@@ -7,12 +7,12 @@
 //! that is smooth everywhere; the certifier's inputs are small enough not to
 //! overflow.
 
-use crate::emit::{Emit, R};
+use crate::emit::{Emit, EmitResult};
 use crate::layer::{CertLayer, Grads, Init, LayerError, ParamSpec, Saved, Sites};
 use ir::{FuncBuilder, TensorType, UnaryOp, ValueId};
 
 /// `(p, log p)` of a softmax over the last dim of `z`.
-fn softmax_and_log(fb: &mut FuncBuilder, z: ValueId) -> R<(ValueId, ValueId)> {
+fn softmax_and_log(fb: &mut FuncBuilder, z: ValueId) -> EmitResult<(ValueId, ValueId)> {
     let shape = fb.shape(z);
     let last = shape.len() as i64 - 1;
     let kept: Vec<i64> = (0..last).collect();
@@ -45,7 +45,7 @@ pub struct SoftmaxCrossEntropy {
 
 impl SoftmaxCrossEntropy {
     /// `t'` from the target.
-    fn smoothed_target(&self, fb: &mut FuncBuilder, target: ValueId) -> R<ValueId> {
+    fn smoothed_target(&self, fb: &mut FuncBuilder, target: ValueId) -> EmitResult<ValueId> {
         match self.label_smoothing {
             None => Ok(target),
             Some(alpha) => {
@@ -93,7 +93,7 @@ impl CertLayer for SoftmaxCrossEntropy {
         z: ValueId,
         params: &[ValueId],
         _: &mut Sites,
-    ) -> R<Saved> {
+    ) -> EmitResult<Saved> {
         let batch = fb.shape(z)[0];
         let (_, log_p) = softmax_and_log(fb, z)?;
         let t = self.smoothed_target(fb, params[0])?;
@@ -112,7 +112,7 @@ impl CertLayer for SoftmaxCrossEntropy {
         params: &[ValueId],
         _: &Saved,
         dy: ValueId,
-    ) -> R<Grads> {
+    ) -> EmitResult<Grads> {
         let shape = fb.shape(z);
         let batch = shape[0];
         let (p, log_p) = softmax_and_log(fb, z)?;
@@ -157,7 +157,13 @@ impl CertLayer for Softmax {
         }
         Ok(input.clone())
     }
-    fn forward(&self, fb: &mut FuncBuilder, z: ValueId, _: &[ValueId], _: &mut Sites) -> R<Saved> {
+    fn forward(
+        &self,
+        fb: &mut FuncBuilder,
+        z: ValueId,
+        _: &[ValueId],
+        _: &mut Sites,
+    ) -> EmitResult<Saved> {
         let (p, _) = softmax_and_log(fb, z)?;
         Ok(Saved::leaf(p))
     }
@@ -168,7 +174,7 @@ impl CertLayer for Softmax {
         _: &[ValueId],
         _: &Saved,
         dp: ValueId,
-    ) -> R<Grads> {
+    ) -> EmitResult<Grads> {
         let shape = fb.shape(z);
         let last = shape.len() as i64 - 1;
         let kept: Vec<i64> = (0..last).collect();

@@ -4,7 +4,7 @@
 //! variance and `istd = rsqrt(var + ε)`; the backward recomputes the
 //! statistics from the saved input and applies the three-term formula.
 
-use crate::emit::{Emit, R};
+use crate::emit::{Emit, EmitResult};
 use crate::layer::{CertLayer, Grads, Init, LayerError, ParamSpec, Saved, Sites};
 use ir::{FuncBuilder, TensorType, UnaryOp, ValueId};
 
@@ -32,7 +32,12 @@ pub fn kept_dims(rank: usize, reduce: &[i64]) -> Vec<i64> {
 /// Mean and biased variance of `x` over `reduce`, then `x̂` and `istd`.
 /// The means divide by M (an integer, exact in f32) rather than multiply by a
 /// rounded 1/M, so forward and backward agree on the constant.
-pub fn standardize(fb: &mut FuncBuilder, x: ValueId, reduce: &[i64], eps: f64) -> R<Standardized> {
+pub fn standardize(
+    fb: &mut FuncBuilder,
+    x: ValueId,
+    reduce: &[i64],
+    eps: f64,
+) -> EmitResult<Standardized> {
     let shape = fb.shape(x);
     let kept = kept_dims(shape.len(), reduce);
     let count: i64 = reduce.iter().map(|&d| shape[d as usize]).product();
@@ -65,7 +70,7 @@ fn affine(
     gamma: ValueId,
     beta: ValueId,
     affine_dim: i64,
-) -> R<ValueId> {
+) -> EmitResult<ValueId> {
     let shape = fb.shape(xhat);
     let g = fb.bcast(gamma, &[affine_dim], &shape)?;
     let b = fb.bcast(beta, &[affine_dim], &shape)?;
@@ -80,7 +85,7 @@ pub fn standardize_backward(
     s: &Standardized,
     ghat: ValueId,
     reduce: &[i64],
-) -> R<ValueId> {
+) -> EmitResult<ValueId> {
     let shape = fb.shape(ghat);
     let kept = kept_dims(shape.len(), reduce);
     let sum_g = fb.reduce_sum(ghat, reduce)?;
@@ -105,7 +110,7 @@ fn affine_backward(
     gamma: ValueId,
     dy: ValueId,
     affine_dim: i64,
-) -> R<(ValueId, ValueId, ValueId)> {
+) -> EmitResult<(ValueId, ValueId, ValueId)> {
     let shape = fb.shape(dy);
     let g = fb.bcast(gamma, &[affine_dim], &shape)?;
     let ghat = fb.mul(g, dy)?;
@@ -163,7 +168,7 @@ impl BatchNorm {
         x: ValueId,
         mean: ValueId,
         var: ValueId,
-    ) -> R<(ValueId, ValueId)> {
+    ) -> EmitResult<(ValueId, ValueId)> {
         let shape = fb.shape(x);
         let e = fb.splat_like(self.eps, var);
         let var_eps = fb.add(var, e)?;
@@ -224,7 +229,7 @@ impl CertLayer for BatchNorm {
         x: ValueId,
         params: &[ValueId],
         _: &mut Sites,
-    ) -> R<Saved> {
+    ) -> EmitResult<Saved> {
         let (xhat, stats) = match self.world {
             BnWorld::Eval => (self.eval_standardize(fb, x, params[2], params[3])?.0, None),
             _ => {
@@ -249,7 +254,7 @@ impl CertLayer for BatchNorm {
         params: &[ValueId],
         _: &Saved,
         dy: ValueId,
-    ) -> R<Grads> {
+    ) -> EmitResult<Grads> {
         // Recompute the statistics from the saved BN input (as the reference's
         // emitters do) rather than saving them.
         if self.world == BnWorld::Eval {
@@ -348,7 +353,7 @@ impl CertLayer for LayerNorm {
         x: ValueId,
         params: &[ValueId],
         _: &mut Sites,
-    ) -> R<Saved> {
+    ) -> EmitResult<Saved> {
         let axis = self.axis(fb.shape(x).len());
         let s = standardize(fb, x, &[axis], self.eps)?;
         let y = affine(fb, s.xhat, params[0], params[1], axis)?;
@@ -362,7 +367,7 @@ impl CertLayer for LayerNorm {
         params: &[ValueId],
         _: &Saved,
         dy: ValueId,
-    ) -> R<Grads> {
+    ) -> EmitResult<Grads> {
         let axis = self.axis(fb.shape(x).len());
         let s = standardize(fb, x, &[axis], self.eps)?;
         let (ghat, dgamma, dbeta) = affine_backward(fb, s.xhat, params[0], dy, axis)?;

@@ -4,7 +4,7 @@
 //! one `select_and_scatter`, or shifted compare/select/pad sums for engines
 //! that cannot lower the overlapping `select_and_scatter` (IREE).
 
-use crate::emit::{Emit, R};
+use crate::emit::{Emit, EmitResult};
 use crate::layer::{CertLayer, Grads, KinkKind, LayerError, Saved, Sites};
 use ir::{CompareDirection, FuncBuilder, ScatterWindowAttrs, TensorType, ValueId, WindowAttrs};
 
@@ -107,7 +107,7 @@ impl MaxPool {
         x: ValueId,
         y: ValueId,
         dy: ValueId,
-    ) -> R<Vec<ValueId>> {
+    ) -> EmitResult<Vec<ValueId>> {
         let xp = self.pad_like_forward(fb, x)?;
         let out = fb.shape(dy);
         let elem = fb.elem(dy);
@@ -124,7 +124,7 @@ impl MaxPool {
     }
 
     /// `x` padded with −∞ as the forward pads it (padding never wins a max).
-    pub fn pad_like_forward(&self, fb: &mut FuncBuilder, x: ValueId) -> R<ValueId> {
+    pub fn pad_like_forward(&self, fb: &mut FuncBuilder, x: ValueId) -> EmitResult<ValueId> {
         let p = self.pad;
         fb.pad_with(x, f64::NEG_INFINITY, &[0, 0, p, p], &[0, 0, p, p], &[0; 4])
     }
@@ -138,7 +138,7 @@ impl MaxPool {
         xp: ValueId,
         out: &[i64],
         (a, b): (i64, i64),
-    ) -> R<ValueId> {
+    ) -> EmitResult<ValueId> {
         let s = self.stride;
         fb.slice(
             xp,
@@ -163,7 +163,7 @@ impl MaxPool {
         claimed: ValueId,
         (a, b): (i64, i64),
         input: &[i64],
-    ) -> R<ValueId> {
+    ) -> EmitResult<ValueId> {
         let out = fb.shape(claimed);
         let s = self.stride;
         let high = |len: i64, off: i64, n: i64| len + 2 * self.pad - off - (n - 1) * s - 1;
@@ -181,7 +181,11 @@ impl MaxPool {
     /// a smaller offset, so reverse scan order; the fold starts at 0 as its
     /// init does. Every addition then matches one of select_and_scatter's or
     /// adds +0 to a value that is not −0, so the two forms agree bit for bit.
-    pub fn sum_in_window_order(&self, fb: &mut FuncBuilder, scattered: &[ValueId]) -> R<ValueId> {
+    pub fn sum_in_window_order(
+        &self,
+        fb: &mut FuncBuilder,
+        scattered: &[ValueId],
+    ) -> EmitResult<ValueId> {
         let first = *scattered.last().expect("a window has at least one offset");
         let shape = fb.shape(first);
         let elem = fb.elem(first);
@@ -193,7 +197,12 @@ impl MaxPool {
     }
 
     /// ShiftedSums, step 4. The padded-input gradient without its padding.
-    pub fn crop_padding(&self, fb: &mut FuncBuilder, padded: ValueId, input: &[i64]) -> R<ValueId> {
+    pub fn crop_padding(
+        &self,
+        fb: &mut FuncBuilder,
+        padded: ValueId,
+        input: &[i64],
+    ) -> EmitResult<ValueId> {
         let p = self.pad;
         fb.slice(
             padded,
@@ -262,7 +271,7 @@ impl CertLayer for MaxPool {
         x: ValueId,
         _: &[ValueId],
         sites: &mut Sites,
-    ) -> R<Saved> {
+    ) -> EmitResult<Saved> {
         let y = fb.reduce_window(ir::BinaryOp::Maximum, x, self.window_attrs())?;
         sites.record("pool", KinkKind::PoolUniqueArgmax, y);
         Ok(Saved::leaf(y))
@@ -275,7 +284,7 @@ impl CertLayer for MaxPool {
         _: &[ValueId],
         saved: &Saved,
         dy: ValueId,
-    ) -> R<Grads> {
+    ) -> EmitResult<Grads> {
         let dx = match self.backward {
             // The add scatter is the accumulation the overlapping 3×3/s2
             // windows need; at non-overlapping windows it adds into a zero once.
@@ -290,7 +299,7 @@ impl CertLayer for MaxPool {
                     .into_iter()
                     .zip(claimed)
                     .map(|(offset, c)| self.scatter_offset(fb, c, offset, &input))
-                    .collect::<R<Vec<_>>>()?;
+                    .collect::<EmitResult<Vec<_>>>()?;
                 let sum = self.sum_in_window_order(fb, &scattered)?;
                 self.crop_padding(fb, sum, &input)?
             }

@@ -4,7 +4,7 @@
 
 use super::attention::{dense_last_axis, dense_last_axis_back};
 use crate::combinators::{fan_in_output_type, fan_in_params};
-use crate::emit::{Emit, R};
+use crate::emit::{Emit, EmitResult};
 use crate::layer::{CertLayer, Grads, Init, LayerError, ParamSpec, Saved, Sites};
 use ir::{FuncBuilder, TensorType, UnaryOp, ValueId};
 
@@ -51,7 +51,7 @@ impl CertLayer for ElementwiseProduct {
         x: ValueId,
         params: &[ValueId],
         sites: &mut Sites,
-    ) -> R<Saved> {
+    ) -> EmitResult<Saved> {
         let n = self.f_param_count(fb.ty(x));
         let a = sites.scoped("f", |s| self.f.forward(fb, x, &params[..n], s))?;
         let b = sites.scoped("g", |s| self.g.forward(fb, x, &params[n..], s))?;
@@ -70,7 +70,7 @@ impl CertLayer for ElementwiseProduct {
         params: &[ValueId],
         saved: &Saved,
         dy: ValueId,
-    ) -> R<Grads> {
+    ) -> EmitResult<Grads> {
         let n = self.f_param_count(fb.ty(x));
         let (fx, gx) = (saved.children[0].output(), saved.children[1].output());
         let df_out = fb.mul(gx, dy)?; // ∂y/∂f = g(x)
@@ -126,7 +126,12 @@ pub struct SeBackTerms {
 }
 
 impl SqueezeExcite {
-    fn se_forward(&self, fb: &mut FuncBuilder, x: ValueId, params: &[ValueId]) -> R<SeForward> {
+    fn se_forward(
+        &self,
+        fb: &mut FuncBuilder,
+        x: ValueId,
+        params: &[ValueId],
+    ) -> EmitResult<SeForward> {
         let (w1, b1, w2, b2) = (params[0], params[1], params[2], params[3]);
         let shape = fb.shape(x);
         let hw = (shape[2] * shape[3]) as f64;
@@ -156,7 +161,7 @@ impl SqueezeExcite {
         x: ValueId,
         params: &[ValueId],
         dy: ValueId,
-    ) -> R<SeBackTerms> {
+    ) -> EmitResult<SeBackTerms> {
         let (w1, w2) = (params[0], params[2]);
         let f = self.se_forward(fb, x, params)?;
         let shape = fb.shape(x);
@@ -226,7 +231,7 @@ impl CertLayer for SqueezeExcite {
         x: ValueId,
         params: &[ValueId],
         _: &mut Sites,
-    ) -> R<Saved> {
+    ) -> EmitResult<Saved> {
         let f = self.se_forward(fb, x, params)?;
         Ok(Saved::leaf(f.output))
     }
@@ -238,7 +243,7 @@ impl CertLayer for SqueezeExcite {
         params: &[ValueId],
         _: &Saved,
         dy: ValueId,
-    ) -> R<Grads> {
+    ) -> EmitResult<Grads> {
         let t = self.backward_terms(fb, x, params, dy)?;
         let dx = fb.add(t.direct, t.through_gate)?;
         Ok(Grads {
