@@ -1,6 +1,8 @@
 //! Ties of the combinators on small layers, and the negative controls that
 //! inject shape-preserving composition bugs.
 
+mod common;
+
 use cert::{certify_layer, TieOptions, Verdict};
 use ir::{FuncBuilder, TensorType, ValueId};
 use layers::emit::EmitResult;
@@ -22,19 +24,14 @@ fn relu_is_certified_exactly() {
     assert_eq!(r.min_margin.as_ref().unwrap().site, "pre_relu");
 }
 
-/// ReLU whose backward passes the cotangent through unmasked.
-fn relu_no_mask() -> ReplacedBackward<Relu> {
-    ReplacedBackward::new(Relu, "no mask", |_, _, _, _, _, dy| {
-        Ok(Grads {
-            dx: dy,
-            dparams: vec![],
-        })
-    })
-}
-
+/// ReLU whose backward passes the cotangent through unmasked (the relu
+/// catalog entry's control, activation.rs).
 #[test]
 fn relu_without_mask_is_refuted() {
-    let r = certify_layer(&relu_no_mask(), &t(&[2, 3, 4]), &TieOptions::default());
+    let cases = layers::ops::activation::catalog();
+    let (_, ctl) = common::controls_named(&cases, "relu", "no mask")[0];
+    assert_eq!(ctl.input.shape, [2, 3, 4]);
+    let r = certify_layer(ctl.layer.as_ref(), &ctl.input, &TieOptions::default());
     match &r.verdict {
         Verdict::Refuted { block, .. } => assert_eq!(block, "dx"),
         v => panic!("expected refutation, got {v:?}"),

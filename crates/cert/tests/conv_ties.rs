@@ -1,37 +1,21 @@
 //! Ties of the conv family (conv2d, depthwise, dense, bias_add, GAP, flatten):
 //! every catalog case certified with exact evidence, the catalog's total time,
-//! and the negative controls — realistic shape-preserving backward bugs from
-//! REFERENCE §2 that the tie must refute, each next to its certified twin.
+//! and the negative controls the ops carry — realistic shape-preserving
+//! backward bugs from REFERENCE §2 that the tie must refute, each next to its
+//! certified twin.
 
-use cert::{certify_layer, Evidence, TieOptions, TieReport, Verdict};
+mod common;
+
+use cert::{Evidence, Verdict};
+use common::{check_case, check_control, check_controls, checked_control, controls_named};
 use ir::TensorType;
-use layers::ops::conv::{Conv2d, DepthwiseConv2d, Padding};
-use layers::ops::dense::{Dense, GlobalAvgPool};
-use layers::{CertLayer, Emit, Grads, ReplacedBackward};
+use layers::ops::conv::{Conv2d, Padding};
+use layers::ops::ExpectedEvidence;
+use layers::CertLayer;
 use std::time::Instant;
 
 fn t(shape: &[i64]) -> TensorType {
     TensorType::f32(shape.to_vec())
-}
-
-fn certify(layer: &dyn CertLayer, shape: &[i64]) -> TieReport {
-    certify_layer(layer, &t(shape), &TieOptions::default())
-}
-
-fn assert_certified_exact(r: &TieReport) {
-    assert!(r.certified(), "{} at {}: {:?}", r.layer, r.input, r.verdict);
-    assert_eq!(r.evidence, Evidence::Exact, "{}", r.layer);
-}
-
-/// The block a refutation names, or a panic naming what came instead.
-fn refuted_block(r: &TieReport) -> String {
-    match &r.verdict {
-        Verdict::Refuted { block, detail } => {
-            eprintln!("{} refuted: {block}: {detail}", r.layer);
-            block.clone()
-        }
-        v => panic!("{}: expected a refutation, got {v:?}", r.layer),
-    }
 }
 
 #[test]
@@ -43,17 +27,9 @@ fn every_conv_and_dense_catalog_case_is_certified_exactly() {
     assert!(cases.len() >= 30, "catalog shrank to {}", cases.len());
     let t0 = Instant::now();
     for case in &cases {
-        let r = certify_layer(case.layer.as_ref(), &case.input, &TieOptions::default());
-        eprintln!(
-            "{:<18} {:<44} {:>6} points={} full_jac={} {:.3}s",
-            case.op,
-            case.config,
-            r.evidence.to_string(),
-            r.points,
-            r.full_jacobian,
-            r.seconds
-        );
-        assert_certified_exact(&r);
+        assert_eq!(case.expected_evidence, ExpectedEvidence::Exact);
+        let r = check_case(case);
+        assert_eq!(r.evidence, Evidence::Exact, "{}", r.layer);
         assert_eq!(r.points, 3, "{} {}", case.op, case.config);
     }
     eprintln!(
@@ -61,6 +37,7 @@ fn every_conv_and_dense_catalog_case_is_certified_exactly() {
         cases.len(),
         t0.elapsed().as_secs_f64()
     );
+    assert_eq!(check_controls(&cases), 8);
 }
 
 #[test]
@@ -139,126 +116,40 @@ fn geometry_matches_the_reference_forms() {
     assert!(axis_geometry(Sym, 3, 4, 8).is_err());
 }
 
-// ----- negative controls -------------------------------------------------------
+// ----- negative controls (conv.rs, dense.rs) -----------------------------------
 
-/// A conv whose backward runs at a geometry edited by `edit` (a wrong pad).
-fn conv_at_wrong_geometry(
-    conv: Conv2d,
-    edit: fn(&mut layers::ops::conv::AxisGeometry),
-) -> ReplacedBackward<Conv2d> {
-    ReplacedBackward::new(
-        conv,
-        "wrong backward geometry",
-        move |c, fb, x, p, _, dy| {
-            let mut g = c.geometry(fb.ty(x)).expect("valid geometry");
-            for axis in &mut g {
-                edit(axis);
-            }
-            c.backward_at(fb, x, p, dy, &g)
-        },
-    )
+fn conv_catalog() -> Vec<layers::ops::OpCase> {
+    layers::ops::conv::catalog()
 }
 
 /// REFERENCE §2.2 / fact 4: the XLA-SAME input VJP written with the weight
-/// VJP's shift direction, `[p−1, p+1]` instead of `[p+1, p−1]` (same total,
-/// same shape).
+/// VJP's shift direction, `[p−1, p+1]` instead of `[p+1, p−1]`.
 #[test]
 fn xla_same_input_vjp_with_weight_vjp_padding_is_refuted() {
-    let conv = Conv2d {
-        k: 3,
-        stride: 2,
-        padding: Padding::XlaSame,
-        in_ch: 2,
-        out_ch: 2,
-        bias: true,
-    };
-    let shape = [2, 2, 6, 4];
-    assert_certified_exact(&certify(&conv, &shape));
-    let bad = conv_at_wrong_geometry(conv, |g| {
-        assert_eq!(g.input_pad, (2, 0), "the correct XLA-SAME input pad at k=3");
-        g.input_pad = (0, 2);
-    });
-    assert_eq!(refuted_block(&certify(&bad, &shape)), "dx");
+    checked_control(&conv_catalog(), "conv2d", "input VJP pad [p−1, p+1]");
 }
 
-/// REFERENCE §2.1 / fact 2: at an even kernel the transposed pad `[k−1−p, p]`
-/// is not symmetric; the "odd-kernel by habit" split `[p, k−1−p]` keeps the
-/// shape and is wrong (k=2: [0,1] for [1,0]; k=4: [1,2] for [2,1]).
+/// REFERENCE §2.1 / fact 2: the even kernel's transposed pad mirrored, at k=2
+/// and k=4.
 #[test]
 fn even_kernel_input_vjp_with_mirrored_split_is_refuted() {
-    for (k, shape) in [(2, [1, 2, 4, 5]), (4, [2, 1, 5, 6])] {
-        let conv = Conv2d {
-            k,
-            stride: 1,
-            padding: Padding::Symmetric,
-            in_ch: shape[1],
-            out_ch: 2,
-            bias: false,
-        };
-        assert_certified_exact(&certify(&conv, &shape));
-        let bad = conv_at_wrong_geometry(conv, |g| g.input_pad = (g.input_pad.1, g.input_pad.0));
-        assert_eq!(refuted_block(&certify(&bad, &shape)), "dx", "k={k}");
+    let cases = conv_catalog();
+    let found = controls_named(&cases, "conv2d", "even-kernel input VJP pad mirrored");
+    assert_eq!(found.len(), 2, "k=2 and k=4");
+    for (evidence, ctl) in found {
+        check_control(evidence, "conv2d", ctl);
     }
-}
-
-/// A conv whose weight gradient comes out with the kernel's spatial axes
-/// transposed (`[o,i,kh,kw] → [o,i,kw,kh]`, e.g. a final transpose written as
-/// `[1,0,3,2]`): the square kernel hides it from the shapes.
-fn conv_weight_grad_hw_swapped(conv: Conv2d) -> ReplacedBackward<Conv2d> {
-    ReplacedBackward::new(conv, "dW with kh/kw swapped", |c, fb, x, p, s, dy| {
-        let mut g = c.backward(fb, x, p, s, dy)?;
-        g.dparams[0] = fb.transpose(g.dparams[0], &[0, 1, 3, 2])?;
-        Ok(g)
-    })
 }
 
 #[test]
 fn weight_vjp_with_spatial_axes_swapped_is_refuted() {
-    let conv = Conv2d {
-        k: 3,
-        stride: 1,
-        padding: Padding::Symmetric,
-        in_ch: 2,
-        out_ch: 2,
-        bias: true,
-    };
-    let shape = [2, 2, 5, 3];
-    assert_certified_exact(&certify(&conv, &shape));
-    assert_eq!(
-        refuted_block(&certify(&conv_weight_grad_hw_swapped(conv), &shape)),
-        "dW"
-    );
-}
-
-/// A strided conv backward written for the even (2h) grid: at an odd input
-/// size the last input row gets zero instead of its gradient.
-fn strided_conv_drops_last_row(conv: Conv2d) -> ReplacedBackward<Conv2d> {
-    ReplacedBackward::new(conv, "dx last row dropped", |c, fb, x, p, s, dy| {
-        let mut g = c.backward(fb, x, p, s, dy)?;
-        let [n, ch, h, w] = fb.shape(x)[..] else {
-            panic!("NCHW")
-        };
-        let even = fb.slice(g.dx, &[0, 0, 0, 0], &[n, ch, h - 1, w], &[1, 1, 1, 1])?;
-        g.dx = fb.pad(even, &[0, 0, 0, 0], &[0, 0, 1, 0], &[0, 0, 0, 0])?;
-        Ok(g)
-    })
+    checked_control(&conv_catalog(), "conv2d", "dW with kh/kw swapped");
 }
 
 #[test]
 fn strided_backward_dropping_the_odd_last_row_is_refuted() {
-    let conv = Conv2d {
-        k: 3,
-        stride: 2,
-        padding: Padding::Symmetric,
-        in_ch: 2,
-        out_ch: 2,
-        bias: true,
-    };
-    let shape = [1, 2, 7, 5];
-    assert_certified_exact(&certify(&conv, &shape));
-    let r = certify(&strided_conv_drops_last_row(conv), &shape);
-    assert_eq!(refuted_block(&r), "dx");
-    if let Verdict::Refuted { detail, .. } = &r.verdict {
+    let (_, _, bad) = checked_control(&conv_catalog(), "conv2d", "dx last row dropped");
+    if let Verdict::Refuted { detail, .. } = &bad.verdict {
         // Localised to the dropped row (h = 6).
         assert!(
             detail.contains("dx[") && detail.contains(", 6, "),
@@ -267,80 +158,26 @@ fn strided_backward_dropping_the_odd_last_row_is_refuted() {
     }
 }
 
-/// Dense with `dx = dy·W` (contracting W's input axis) instead of `dy·Wᵀ`:
-/// shape-correct only because W is square.
-fn dense_untransposed(dense: Dense) -> ReplacedBackward<Dense> {
-    ReplacedBackward::new(dense, "dx = dy·W", |d, fb, x, p, s, dy| {
-        let mut g = d.backward(fb, x, p, s, dy)?;
-        g.dx = fb.matmul(dy, p[0], 1, 0)?;
-        Ok(g)
-    })
-}
-
 #[test]
 fn dense_backward_with_w_instead_of_w_transposed_is_refuted() {
-    let dense = Dense {
-        in_f: 5,
-        out_f: 5,
-        bias: true,
-    };
-    assert_certified_exact(&certify(&dense, &[2, 5]));
-    assert_eq!(
-        refuted_block(&certify(&dense_untransposed(dense), &[2, 5])),
-        "dx"
-    );
-}
-
-/// GAP backward dividing by H only.
-fn gap_divides_by_h_only() -> ReplacedBackward<GlobalAvgPool> {
-    ReplacedBackward::new(GlobalAvgPool, "backward ÷H", |_, fb, x, _, _, dy| {
-        let shape = fb.shape(x);
-        let h = fb.splat_like(shape[2] as f64, dy);
-        let per_pixel = fb.div(dy, h)?;
-        let dx = fb.bcast(per_pixel, &[0, 1], &shape)?;
-        Ok(Grads {
-            dx,
-            dparams: vec![],
-        })
-    })
+    checked_control(&layers::ops::dense::catalog(), "dense", "dx = dy·W");
 }
 
 #[test]
 fn gap_backward_dividing_by_h_only_is_refuted() {
-    let shape = [2, 3, 5, 3];
-    assert_certified_exact(&certify(&GlobalAvgPool, &shape));
-    assert_eq!(
-        refuted_block(&certify(&gap_divides_by_h_only(), &shape)),
-        "dx"
+    checked_control(
+        &layers::ops::dense::catalog(),
+        "global_avg_pool",
+        "backward ÷H",
     );
-}
-
-/// Depthwise XLA-SAME input VJP with the weight-VJP shift (the repo's
-/// `depthwiseStridedXlaBackBatched` is where this rule is emitted).
-fn depthwise_at_wrong_geometry(dw: DepthwiseConv2d) -> ReplacedBackward<DepthwiseConv2d> {
-    ReplacedBackward::new(dw, "input VJP pad [p−1, p+1]", |d, fb, x, p, _, dy| {
-        let mut g = d.geometry(fb.ty(x)).expect("valid geometry");
-        for axis in &mut g {
-            axis.input_pad = axis.weight_pad;
-        }
-        d.backward_at(fb, x, p, dy, &g)
-    })
 }
 
 #[test]
 fn depthwise_xla_same_input_vjp_with_weight_padding_is_refuted() {
-    let dw = DepthwiseConv2d {
-        k: 3,
-        stride: 2,
-        padding: Padding::XlaSame,
-        ch: 3,
-        bias: true,
-    };
-    let shape = [2, 3, 6, 4];
-    assert_certified_exact(&certify(&dw, &shape));
-    assert_eq!(
-        refuted_block(&certify(&depthwise_at_wrong_geometry(dw), &shape)),
-        "dx"
+    checked_control(
+        &conv_catalog(),
+        "depthwise_conv2d",
+        "input VJP pad [p−1, p+1]",
     );
 }
 

@@ -2,15 +2,15 @@
 //! shifted-sums form is tied to the forward's VJP with exact evidence on every
 //! geometry the nets use, agrees with select_and_scatter bit for bit (ties
 //! included) on the evaluator, and its negative controls (a mis-placed offset,
-//! a missing offset, assignment instead of accumulation) are refuted.
+//! a missing offset, assignment instead of accumulation; carried by the pool
+//! catalog entry) are refuted.
 
 mod common;
 
 use cert::{certify_layer, Evidence, TieOptions, TieReport};
 use common::refuted_block;
 use den::{eval_func, EvalOptions, Tensor, Value};
-use ir::{CompareDirection, ElemType, FuncBuilder, Module, TensorType, ValueId};
-use layers::emit::EmitResult;
+use ir::{CompareDirection, ElemType, Module, TensorType};
 use layers::ops::pool::{MaxPool, PoolBackward};
 use layers::{tie_funcs, CertLayer, Emit, Grads, ReplacedBackward};
 
@@ -191,7 +191,8 @@ fn last_maximum_rule_certifies_off_ties_but_differs_at_ties() {
 }
 
 // ---------------------------------------------------------------------------
-// Negative controls: the shifted-sums backward with one step gone wrong.
+// Negative controls: the shifted-sums backward with one step gone wrong (the
+// last-maximum scan certifies: it differs only at ties).
 
 /// Scans offsets in reverse, so the last maximal element claims the cotangent.
 fn last_maximum(pool: MaxPool) -> ReplacedBackward<MaxPool> {
@@ -222,106 +223,18 @@ fn last_maximum(pool: MaxPool) -> ReplacedBackward<MaxPool> {
     )
 }
 
-#[derive(Clone, Copy, Debug)]
-enum Fault {
-    /// Offset `(a, b)` scattered one row further down (pad low +1, high −1).
-    PadShifted((i64, i64)),
-    /// Offset `(a, b)`'s claimed cotangent dropped.
-    Missing((i64, i64)),
-    /// Each offset's scatter overwrites instead of adding: an input that is
-    /// the argmax of several windows keeps only one window's cotangent.
-    Assign,
-}
-
-fn faulty(pool: MaxPool, fault: Fault) -> ReplacedBackward<MaxPool> {
-    ReplacedBackward::new(
-        pool,
-        format!("shifted sums, {fault:?}"),
-        move |p, fb, x, _, saved, dy| {
-            let input = fb.shape(x);
-            let claimed = p.claimed_cotangents(fb, x, saved.output(), dy)?;
-            let mut scattered = Vec::new();
-            for ((a, b), c) in p.offsets().into_iter().zip(claimed) {
-                match fault {
-                    Fault::Missing(o) if o == (a, b) => continue,
-                    Fault::PadShifted(o) if o == (a, b) => {
-                        scattered.push(shifted_pad(p, fb, c, (a, b), &input)?)
-                    }
-                    _ => scattered.push(p.scatter_offset(fb, c, (a, b), &input)?),
-                }
-            }
-            let sum = match fault {
-                Fault::Assign => {
-                    let mut acc = scattered[0];
-                    for &t in &scattered[1..] {
-                        let zero = fb.splat_like(0.0, t);
-                        let placed = fb.cmp(CompareDirection::Ne, t, zero)?;
-                        acc = fb.select(placed, t, acc)?;
-                    }
-                    acc
-                }
-                _ => p.sum_in_window_order(fb, &scattered)?,
-            };
-            let dx = p.crop_padding(fb, sum, &input)?;
-            Ok(Grads {
-                dx,
-                dparams: vec![],
-            })
-        },
-    )
-}
-
-/// `scatter_offset` with the row edge padding moved by one (same shape).
-fn shifted_pad(
-    p: &MaxPool,
-    fb: &mut FuncBuilder,
-    c: ValueId,
-    (a, b): (i64, i64),
-    input: &[i64],
-) -> EmitResult<ValueId> {
-    let placed = p.scatter_offset(fb, c, (a, b), input)?;
-    let out = fb.shape(c);
-    let high = input[2] + 2 * p.pad - a - (out[2] - 1) * p.stride - 1;
-    assert!(high >= 1, "room to shift offset ({a}, {b}) down");
-    let moved = fb.pad(
-        c,
-        &[0, 0, a + 1, b],
-        &[
-            0,
-            0,
-            high - 1,
-            input[3] + 2 * p.pad - b - (out[3] - 1) * p.stride - 1,
-        ],
-        &[0, 0, p.stride - 1, p.stride - 1],
-    )?;
-    assert_eq!(fb.shape(moved), fb.shape(placed));
-    Ok(moved)
-}
-
+/// The pool catalog entry's shifted-sums controls (pool.rs): a pad shifted by
+/// one row, an offset's cotangent dropped, assignment instead of
+/// accumulation, each beside its certified twin.
 #[test]
 fn shifted_sums_negative_controls_are_refuted() {
-    // Even input: the last window ends on the last padded row, so the
-    // offset-(0, ·) rows have room to shift; odd input for the others.
-    let controls = [
-        (
-            shifted(3, 2, 1),
-            vec![2, 2, 8, 8],
-            Fault::PadShifted((0, 1)),
-        ),
-        (shifted(3, 2, 1), vec![1, 2, 7, 9], Fault::Missing((1, 1))),
-        (shifted(3, 2, 1), vec![2, 2, 7, 9], Fault::Assign),
-        (shifted(3, 1, 1), vec![1, 2, 6, 5], Fault::Assign),
-        (
-            shifted(2, 2, 0),
-            vec![2, 2, 5, 6],
-            Fault::PadShifted((0, 0)),
-        ),
-        (shifted(2, 2, 0), vec![2, 2, 4, 6], Fault::Missing((0, 1))),
-    ];
-    for (pool, shape, fault) in controls {
-        assert!(certify(&pool, &shape).certified(), "the correct twin");
-        let r = certify(&faulty(pool, fault), &shape);
-        assert_eq!(refuted_block(&r), "dx", "{fault:?}");
+    let cases = layers::ops::pool::catalog();
+    let found = common::controls_named(&cases, "maxpool", "shifted sums, ");
+    assert_eq!(found.len(), 6);
+    for (evidence, ctl) in found {
+        assert!(ctl.twin.name().ends_with("shifted-sums backward"));
+        let (_, bad) = common::check_control(evidence, "maxpool", ctl);
+        assert_eq!(refuted_block(&bad), "dx", "{}", ctl.name);
     }
 }
 

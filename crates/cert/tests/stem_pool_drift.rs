@@ -29,7 +29,7 @@ use layers::trainstep::{
     StepOptions,
 };
 use layers::{
-    tie_funcs, CertLayer, Chain, Emit, Grads, KinkKind, LayerError, ReplacedBackward, Saved, Sites,
+    tie_funcs, CertLayer, Chain, Emit, Grads, LayerError, ReplacedBackward, Saved, Sites,
 };
 
 const FORMS: [PoolBackward; 2] = [PoolBackward::SelectAndScatter, PoolBackward::ShiftedSums];
@@ -136,7 +136,7 @@ impl CertLayer for XlaSameForward {
             ..pool(STEM, self.0).window_attrs()
         };
         let y = fb.reduce_window(BinaryOp::Maximum, x, attrs)?;
-        s.record("pool", KinkKind::PoolUniqueArgmax, y);
+        s.record("pool", MaxPool::KINK, y);
         Ok(Saved::leaf(y))
     }
     fn backward(

@@ -1,5 +1,7 @@
 //! `certgrad certify`: tie every op configuration of the catalog (or one op
-//! family) to its VJP and print one table row per tie and one verdict.
+//! family) to its VJP and print one table row per tie and one verdict; with
+//! `--controls`, also every negative control the ops carry, one row each,
+//! REFUTED beside its certified twin.
 
 use anyhow::{bail, Result};
 use cert::{certify_layer, TieOptions, TieReport, Verdict};
@@ -14,6 +16,8 @@ pub struct CertifyArgs<'a> {
     pub shape: Option<&'a [i64]>,
     pub seed: u64,
     pub json: Option<&'a Path>,
+    /// Also run the negative controls of the chosen ops.
+    pub controls: bool,
 }
 
 fn margin_cell(r: &TieReport) -> String {
@@ -130,7 +134,26 @@ pub fn certify(args: &CertifyArgs) -> Result<u8> {
             "seconds": r.seconds,
         }));
     }
+    let control_rows = if args.controls {
+        run_controls(&cases, &opts)
+    } else {
+        Vec::new()
+    };
+    let controls_failed = control_rows.iter().filter(|r| !r.refuted).count();
     let total = t0.elapsed().as_secs_f64();
+    if args.controls {
+        if controls_failed == 0 {
+            println!(
+                "CONTROLS REFUTED: all {} negative controls refuted beside their certified twins",
+                control_rows.len()
+            );
+        } else {
+            println!(
+                "CONTROLS FAILED: {controls_failed} of {} negative controls not refuted as expected",
+                control_rows.len()
+            );
+        }
+    }
     let verdict = if bad == 0 {
         format!("CERTIFIED: all {ok} ties hold")
     } else {
@@ -138,17 +161,100 @@ pub fn certify(args: &CertifyArgs) -> Result<u8> {
     };
     println!("{verdict} ({total:.1} s, seed {})", args.seed);
     if let Some(path) = args.json {
-        let doc = json!({
+        let mut doc = json!({
             "certgrad": env!("CARGO_PKG_VERSION"),
             "seed": args.seed,
             "ties": rows,
             "certified": bad == 0,
             "seconds": total,
         });
+        if args.controls {
+            doc["controls"] = control_rows.iter().map(|r| r.json.clone()).collect();
+            doc["controls_refuted"] = json!(controls_failed == 0);
+        }
         std::fs::write(path, serde_json::to_string_pretty(&doc)?)?;
         println!("certificate written to {}", path.display());
     }
-    Ok(if bad == 0 { 0 } else { 1 })
+    Ok(if bad == 0 && controls_failed == 0 {
+        0
+    } else {
+        1
+    })
+}
+
+/// One negative control's outcome.
+struct ControlRow {
+    /// The twin certified and the control was refuted as it expects.
+    refuted: bool,
+    json: serde_json::Value,
+}
+
+/// Tie every control of `cases` and its twin; print one row per control.
+fn run_controls(cases: &[OpCase], opts: &TieOptions) -> Vec<ControlRow> {
+    println!();
+    println!(
+        "{:<16} {:<44} {:<32} {:<23} {:>8}  verdict",
+        "op", "config", "control", "twin", "time"
+    );
+    let mut rows = Vec::new();
+    for c in cases {
+        for ctl in &c.controls {
+            let twin = certify_layer(ctl.twin.as_ref(), &ctl.input, opts);
+            let r = certify_layer(ctl.layer.as_ref(), &ctl.input, opts);
+            // The gate holds when the twin passes and the bug is caught where
+            // the control says; a certified control is a gate that let it through.
+            let judged = match &r.verdict {
+                Verdict::Refuted { block, detail } => ctl.expect.judge(block, detail),
+                Verdict::Certified => Err("certified: the bug got through".into()),
+                Verdict::Undecided { reason } => Err(format!("undecided: {reason}")),
+            };
+            let refuted = twin.certified() && judged.is_ok();
+            let verdict = match judged {
+                Err(why) => format!("NOT REFUTED as expected ({why})"),
+                Ok(()) if twin.certified() => "REFUTED".to_string(),
+                Ok(()) => format!("REFUTED, but the twin is {}", verdict_cell(&twin.verdict)),
+            };
+            let detail = match &r.verdict {
+                Verdict::Refuted { block, detail } => format!(": {block}: {detail}"),
+                _ => String::new(),
+            };
+            println!(
+                "{:<16} {:<44} {:<32} {:<23} {:>7.0}ms  {verdict}{detail}",
+                c.op,
+                truncate(&ctl.config, 44),
+                truncate(&ctl.name, 32),
+                format!("{} {}", verdict_cell(&twin.verdict), twin.evidence),
+                (twin.seconds + r.seconds) * 1e3,
+            );
+            rows.push(ControlRow {
+                refuted,
+                json: json!({
+                    "op": c.op,
+                    "config": ctl.config,
+                    "control": ctl.name,
+                    "layer": r.layer,
+                    "input": r.input.to_string(),
+                    "twin": {
+                        "layer": twin.layer,
+                        "verdict": verdict_cell(&twin.verdict),
+                        "evidence": twin.evidence.to_string(),
+                        "seconds": twin.seconds,
+                    },
+                    "evidence": r.evidence.to_string(),
+                    "verdict": verdict_cell(&r.verdict),
+                    "expected_blocks": ctl.expect.blocks,
+                    "refuted_as_expected": refuted,
+                    "detail": match &r.verdict {
+                        Verdict::Certified => serde_json::Value::Null,
+                        Verdict::Refuted { block, detail } => json!({"block": block, "detail": detail}),
+                        Verdict::Undecided { reason } => json!({"reason": reason}),
+                    },
+                    "seconds": r.seconds,
+                }),
+            });
+        }
+    }
+    rows
 }
 
 fn truncate(s: &str, n: usize) -> String {

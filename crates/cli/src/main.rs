@@ -44,6 +44,10 @@ enum Command {
     /// arithmetic, for piecewise-linear ops; in f64 with a stated tolerance
     /// otherwise. Exit status: 0 all certified, 1 any refuted or undecided.
     ///
+    /// `--controls` also runs the ops' negative controls (shape-preserving
+    /// backward bugs) and shows each REFUTED beside its certified twin; the
+    /// exit status is then 0 only if every control is refuted as well.
+    ///
     /// `certify NET` (a built-in net or a .toml/.json net file) certifies the
     /// whole net: the chain's backward IS the VJP of its logits forward, and every
     /// parameter gradient of the loss chain IS dLoss/dθ at the sampled point.
@@ -65,6 +69,10 @@ enum Command {
         /// Certify every op configuration of the catalog.
         #[arg(long)]
         all_ops: bool,
+        /// With --op or --all-ops: also run the ops' negative controls, each a
+        /// backward bug that must be REFUTED while its correct twin certifies.
+        #[arg(long)]
+        controls: bool,
         /// Input shape override for --op, comma separated (e.g. 2,3,9,7).
         #[arg(long, value_delimiter = ',')]
         shape: Option<Vec<i64>>,
@@ -223,6 +231,7 @@ fn main() -> ExitCode {
         Command::Certify {
             op,
             all_ops,
+            controls,
             shape,
             seed,
             json,
@@ -233,6 +242,7 @@ fn main() -> ExitCode {
             shape: shape.as_deref(),
             seed,
             json: json.as_deref(),
+            controls,
         })
         .and_then(|code| {
             if code == 0 {

@@ -41,28 +41,42 @@ impl ParamSpec {
     }
 }
 
+/// Where a kink sits: what the deciding op compares. Descriptive: the margins
+/// themselves are measured at the deciding op by the evaluator.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum KinkAt {
+    /// The deciding op's input equals this value (`max(x, 0)` at 0, ReLU6's
+    /// corners at 0 and 6, a hard-swish's at ±3); margin = the distance to it.
+    Value(f64),
+    /// The two largest values of a window tie, over distinct input positions
+    /// (max pool); margin = the gap between them.
+    TopTwoTie,
+}
+
 /// The predicate a kink site must satisfy for the layer to be differentiable
-/// there (its smooth-point hypothesis).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum KinkKind {
-    /// ReLU: every pre-activation ≠ 0 (margin = |x|).
-    ReluNonZero,
-    /// ReLU6 lower corner: x ≠ 0.
-    Relu6Lower,
-    /// ReLU6 upper corner: x ≠ 6.
-    Relu6Upper,
-    /// Max pool: a unique maximum per window, over distinct input positions
-    /// (margin = gap between the two largest values of the window).
-    PoolUniqueArgmax,
+/// there (its smooth-point hypothesis), as data: an op with a new kink defines
+/// its own `KinkKind` value where it is emitted.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct KinkKind {
+    pub at: KinkAt,
+    /// The hypothesis in words, e.g. `x ≠ 6`.
+    pub predicate: &'static str,
 }
 
 impl KinkKind {
-    pub fn predicate(self) -> &'static str {
-        match self {
-            KinkKind::ReluNonZero => "x ≠ 0",
-            KinkKind::Relu6Lower => "x ≠ 0",
-            KinkKind::Relu6Upper => "x ≠ 6",
-            KinkKind::PoolUniqueArgmax => "unique argmax per window",
+    /// A kink where the deciding op's input equals `threshold`.
+    pub const fn at_value(threshold: f64, predicate: &'static str) -> Self {
+        KinkKind {
+            at: KinkAt::Value(threshold),
+            predicate,
+        }
+    }
+
+    /// A kink where the two largest values of a window tie.
+    pub const fn top_two_tie(predicate: &'static str) -> Self {
+        KinkKind {
+            at: KinkAt::TopTwoTie,
+            predicate,
         }
     }
 }

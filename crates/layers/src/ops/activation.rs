@@ -1,18 +1,48 @@
 //! Pointwise activations (REFERENCE §2.11): ReLU, ReLU6, sigmoid, swish and
-//! tanh-form GELU — forward, closed-form backward map (masks are strict) and
-//! kink sites.
+//! tanh-form GELU — each a [`Pointwise`] definition (forward emitter,
+//! derivative emitter, kinks) that the one generic pointwise CertLayer turns
+//! into a layer — their catalog cases and their negative controls.
 
+use crate::combinators::ReplacedBackward;
 use crate::emit::{Emit, EmitResult};
 use crate::layer::{CertLayer, Grads, KinkKind, LayerError, Saved, Sites};
 use ir::{CompareDirection, FuncBuilder, TensorType, UnaryOp, ValueId};
 
-/// ReLU: `y = max(x, 0)`; backward `dx = x > 0 ? dy : 0` (strict mask, relu'(0) = 0).
-/// Kink: every input ≠ 0.
-pub struct Relu;
+/// How a pointwise backward turns `dy` into `dx`.
+pub enum Derivative {
+    /// `dx = f'(x)·dy`, with `f'(x)` emitted as a value.
+    Slope(ValueId),
+    /// `f'` is 1 where `mask` holds and 0 elsewhere: `dx = mask ? dy : zero`
+    /// (a select, so the piecewise-linear tie stays exact).
+    Mask { mask: ValueId, zero: ValueId },
+}
 
-impl CertLayer for Relu {
+/// A kink of a pointwise op: the local site name and its hypothesis.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Kink {
+    pub site: &'static str,
+    pub kind: KinkKind,
+}
+
+/// An elementwise activation `y = f(x)`, `dx = f'(x)·dy`, given by its
+/// emitters. Every `Pointwise` is a [`CertLayer`]: output type = input type,
+/// no parameters, one kink site per entry of [`Pointwise::KINKS`].
+pub trait Pointwise: Send + Sync {
+    /// The layer name.
+    fn op_name(&self) -> String;
+    /// The kinks of `f`, in the order [`Pointwise::emit_forward`] returns
+    /// their deciding ops (none for a smooth op).
+    const KINKS: &'static [Kink] = &[];
+    /// Emit `f(x)`: the output and the deciding op of each kink.
+    fn emit_forward(&self, fb: &mut FuncBuilder, x: ValueId)
+        -> EmitResult<(ValueId, Vec<ValueId>)>;
+    /// Emit `f'` at the saved input `x`.
+    fn emit_derivative(&self, fb: &mut FuncBuilder, x: ValueId) -> EmitResult<Derivative>;
+}
+
+impl<P: Pointwise> CertLayer for P {
     fn name(&self) -> String {
-        "relu".into()
+        self.op_name()
     }
     fn output_type(&self, input: &TensorType) -> Result<TensorType, LayerError> {
         Ok(input.clone())
@@ -24,9 +54,17 @@ impl CertLayer for Relu {
         _: &[ValueId],
         sites: &mut Sites,
     ) -> EmitResult<Saved> {
-        let zero = fb.splat_like(0.0, x);
-        let y = fb.max(x, zero)?;
-        sites.record("pre_relu", KinkKind::ReluNonZero, y);
+        let (y, decisions) = self.emit_forward(fb, x)?;
+        let kinks = Self::KINKS;
+        assert_eq!(
+            decisions.len(),
+            kinks.len(),
+            "{}: one deciding op per kink",
+            self.op_name()
+        );
+        for (k, v) in kinks.iter().zip(decisions) {
+            sites.record(k.site, k.kind, v);
+        }
         Ok(Saved::leaf(y))
     }
     fn backward(
@@ -37,13 +75,42 @@ impl CertLayer for Relu {
         _: &Saved,
         dy: ValueId,
     ) -> EmitResult<Grads> {
-        let zero = fb.splat_like(0.0, x);
-        let pos = fb.cmp(CompareDirection::Gt, x, zero)?;
-        let dx = fb.select(pos, dy, zero)?;
+        let dx = match self.emit_derivative(fb, x)? {
+            Derivative::Slope(d) => fb.mul(d, dy)?,
+            Derivative::Mask { mask, zero } => fb.select(mask, dy, zero)?,
+        };
         Ok(Grads {
             dx,
             dparams: Vec::new(),
         })
+    }
+}
+
+/// ReLU: `y = max(x, 0)`; backward `dx = x > 0 ? dy : 0` (strict mask, relu'(0) = 0).
+/// Kink: every input ≠ 0.
+pub struct Relu;
+
+impl Pointwise for Relu {
+    fn op_name(&self) -> String {
+        "relu".into()
+    }
+    const KINKS: &'static [Kink] = &[Kink {
+        site: "pre_relu",
+        kind: KinkKind::at_value(0.0, "x ≠ 0"),
+    }];
+    fn emit_forward(
+        &self,
+        fb: &mut FuncBuilder,
+        x: ValueId,
+    ) -> EmitResult<(ValueId, Vec<ValueId>)> {
+        let zero = fb.splat_like(0.0, x);
+        let y = fb.max(x, zero)?;
+        Ok((y, vec![y]))
+    }
+    fn emit_derivative(&self, fb: &mut FuncBuilder, x: ValueId) -> EmitResult<Derivative> {
+        let zero = fb.splat_like(0.0, x);
+        let pos = fb.cmp(CompareDirection::Gt, x, zero)?;
+        Ok(Derivative::Mask { mask: pos, zero })
     }
 }
 
@@ -52,127 +119,85 @@ impl CertLayer for Relu {
 /// (x ≠ 0) and the upper corner on the `min` (x ≠ 6).
 pub struct Relu6;
 
-impl CertLayer for Relu6 {
-    fn name(&self) -> String {
+impl Pointwise for Relu6 {
+    fn op_name(&self) -> String {
         "relu6".into()
     }
-    fn output_type(&self, input: &TensorType) -> Result<TensorType, LayerError> {
-        Ok(input.clone())
-    }
-    fn forward(
+    const KINKS: &'static [Kink] = &[
+        Kink {
+            site: "relu6_lower",
+            kind: KinkKind::at_value(0.0, "x ≠ 0"),
+        },
+        Kink {
+            site: "relu6_upper",
+            kind: KinkKind::at_value(6.0, "x ≠ 6"),
+        },
+    ];
+    fn emit_forward(
         &self,
         fb: &mut FuncBuilder,
         x: ValueId,
-        _: &[ValueId],
-        sites: &mut Sites,
-    ) -> EmitResult<Saved> {
+    ) -> EmitResult<(ValueId, Vec<ValueId>)> {
         let zero = fb.splat_like(0.0, x);
         let six = fb.splat_like(6.0, x);
         let lower = fb.max(x, zero)?;
-        sites.record("relu6_lower", KinkKind::Relu6Lower, lower);
         let y = fb.min(lower, six)?;
-        sites.record("relu6_upper", KinkKind::Relu6Upper, y);
-        Ok(Saved::leaf(y))
+        Ok((y, vec![lower, y]))
     }
-    fn backward(
-        &self,
-        fb: &mut FuncBuilder,
-        x: ValueId,
-        _: &[ValueId],
-        _: &Saved,
-        dy: ValueId,
-    ) -> EmitResult<Grads> {
+    fn emit_derivative(&self, fb: &mut FuncBuilder, x: ValueId) -> EmitResult<Derivative> {
         let zero = fb.splat_like(0.0, x);
         let six = fb.splat_like(6.0, x);
         let above = fb.cmp(CompareDirection::Gt, x, zero)?;
         let below = fb.cmp(CompareDirection::Lt, x, six)?;
         let inside = fb.and(above, below)?;
-        let dx = fb.select(inside, dy, zero)?;
-        Ok(Grads {
-            dx,
-            dparams: Vec::new(),
-        })
+        Ok(Derivative::Mask { mask: inside, zero })
     }
 }
 
 /// Sigmoid `σ(x)` (stablehlo.logistic); backward `dx = σ(1−σ)·dy`. Smooth.
 pub struct Sigmoid;
 
-impl CertLayer for Sigmoid {
-    fn name(&self) -> String {
+impl Pointwise for Sigmoid {
+    fn op_name(&self) -> String {
         "sigmoid".into()
     }
-    fn output_type(&self, input: &TensorType) -> Result<TensorType, LayerError> {
-        Ok(input.clone())
-    }
-    fn forward(
+    fn emit_forward(
         &self,
         fb: &mut FuncBuilder,
         x: ValueId,
-        _: &[ValueId],
-        _: &mut Sites,
-    ) -> EmitResult<Saved> {
-        Ok(Saved::leaf(fb.unary(UnaryOp::Logistic, x)?))
+    ) -> EmitResult<(ValueId, Vec<ValueId>)> {
+        Ok((fb.unary(UnaryOp::Logistic, x)?, Vec::new()))
     }
-    fn backward(
-        &self,
-        fb: &mut FuncBuilder,
-        x: ValueId,
-        _: &[ValueId],
-        _: &Saved,
-        dy: ValueId,
-    ) -> EmitResult<Grads> {
+    fn emit_derivative(&self, fb: &mut FuncBuilder, x: ValueId) -> EmitResult<Derivative> {
         let s = fb.unary(UnaryOp::Logistic, x)?;
         let one = fb.splat_like(1.0, x);
         let rest = fb.sub(one, s)?;
-        let d = fb.mul(s, rest)?;
-        let dx = fb.mul(d, dy)?;
-        Ok(Grads {
-            dx,
-            dparams: Vec::new(),
-        })
+        Ok(Derivative::Slope(fb.mul(s, rest)?))
     }
 }
 
 /// Swish / SiLU `x·σ(x)`; backward `dx = σ·(1 + x·(1−σ))·dy`. Smooth.
 pub struct Swish;
 
-impl CertLayer for Swish {
-    fn name(&self) -> String {
+impl Pointwise for Swish {
+    fn op_name(&self) -> String {
         "swish".into()
     }
-    fn output_type(&self, input: &TensorType) -> Result<TensorType, LayerError> {
-        Ok(input.clone())
-    }
-    fn forward(
+    fn emit_forward(
         &self,
         fb: &mut FuncBuilder,
         x: ValueId,
-        _: &[ValueId],
-        _: &mut Sites,
-    ) -> EmitResult<Saved> {
+    ) -> EmitResult<(ValueId, Vec<ValueId>)> {
         let s = fb.unary(UnaryOp::Logistic, x)?;
-        Ok(Saved::leaf(fb.mul(x, s)?))
+        Ok((fb.mul(x, s)?, Vec::new()))
     }
-    fn backward(
-        &self,
-        fb: &mut FuncBuilder,
-        x: ValueId,
-        _: &[ValueId],
-        _: &Saved,
-        dy: ValueId,
-    ) -> EmitResult<Grads> {
+    fn emit_derivative(&self, fb: &mut FuncBuilder, x: ValueId) -> EmitResult<Derivative> {
         let s = fb.unary(UnaryOp::Logistic, x)?;
         let one = fb.splat_like(1.0, x);
         let rest = fb.sub(one, s)?;
         let xr = fb.mul(x, rest)?;
         let t = fb.add(one, xr)?;
-        let d = fb.mul(s, t)?;
-        let dx = fb.mul(d, dy)?;
-        Ok(Grads {
-            dx,
-            dparams: Vec::new(),
-        })
+        Ok(Derivative::Slope(fb.mul(s, t)?))
     }
 }
 
@@ -208,35 +233,23 @@ impl Gelu {
     }
 }
 
-impl CertLayer for Gelu {
-    fn name(&self) -> String {
+impl Pointwise for Gelu {
+    fn op_name(&self) -> String {
         format!("gelu {:?}", self.form)
     }
-    fn output_type(&self, input: &TensorType) -> Result<TensorType, LayerError> {
-        Ok(input.clone())
-    }
-    fn forward(
+    fn emit_forward(
         &self,
         fb: &mut FuncBuilder,
         x: ValueId,
-        _: &[ValueId],
-        _: &mut Sites,
-    ) -> EmitResult<Saved> {
+    ) -> EmitResult<(ValueId, Vec<ValueId>)> {
         let GeluForm::Tanh = self.form;
         let (t, _) = self.tanh_arg(fb, x)?;
         let one = fb.splat_like(1.0, x);
         let onet = fb.add(one, t)?;
         let half_x = fb.scale(x, 0.5)?;
-        Ok(Saved::leaf(fb.mul(half_x, onet)?))
+        Ok((fb.mul(half_x, onet)?, Vec::new()))
     }
-    fn backward(
-        &self,
-        fb: &mut FuncBuilder,
-        x: ValueId,
-        _: &[ValueId],
-        _: &Saved,
-        dy: ValueId,
-    ) -> EmitResult<Grads> {
+    fn emit_derivative(&self, fb: &mut FuncBuilder, x: ValueId) -> EmitResult<Derivative> {
         let GeluForm::Tanh = self.form;
         let (t, x2) = self.tanh_arg(fb, x)?;
         let one = fb.splat_like(1.0, x);
@@ -254,53 +267,166 @@ impl CertLayer for Gelu {
         let half_x = fb.scale(x, 0.5)?;
         let second = fb.mul(half_x, sech2)?;
         let second = fb.mul(second, k)?;
-        let d = fb.add(first, second)?;
+        Ok(Derivative::Slope(fb.add(first, second)?))
+    }
+}
+
+/// The activation configurations `certify --all-ops` ties, with the
+/// activations' negative controls.
+pub fn catalog() -> Vec<super::OpCase> {
+    use super::OpCase;
+    let tanh = || Gelu {
+        form: GeluForm::Tanh,
+    };
+    vec![
+        OpCase::exact("relu", "N=1, [1,3,4,5]", Relu, &[1, 3, 4, 5]).with_controls(vec![
+            super::NegativeControl::new(
+                "no mask",
+                "N=2, [2,3,4]",
+                &[2, 3, 4],
+                Relu,
+                relu_no_mask(),
+                &["dx"],
+            ),
+        ]),
+        OpCase::exact("relu", "N=2, [2,7]", Relu, &[2, 7]),
+        OpCase::exact("relu", "N=3, [3,2,3,5]", Relu, &[3, 2, 3, 5]),
+        OpCase::exact("relu6", "N=1, [1,2,3,4]", Relu6, &[1, 2, 3, 4]).with_controls(vec![
+            // Refuted at a large-scale point, i.e. the first (scale 1) point
+            // passed: the bug is invisible below 6.
+            super::NegativeControl::new(
+                "mask x > 0 only",
+                "N=2, [2,3,4]",
+                &[2, 3, 4],
+                Relu6,
+                relu6_no_upper_mask(),
+                &["dx"],
+            )
+            .detail_contains(&["scale 8"]),
+        ]),
+        OpCase::exact("relu6", "N=2, [2,6]", Relu6, &[2, 6]),
+        OpCase::exact("relu6", "N=3, [3,2,4,3]", Relu6, &[3, 2, 4, 3]),
+        OpCase::f64("sigmoid", "N=1, [1,2,3,2]", Sigmoid, &[1, 2, 3, 2]),
+        OpCase::f64("sigmoid", "N=2, [2,5]", Sigmoid, &[2, 5]),
+        OpCase::f64("sigmoid", "N=3, [3,4]", Sigmoid, &[3, 4]),
+        OpCase::f64("swish", "N=1, [1,7]", Swish, &[1, 7]),
+        OpCase::f64("swish", "N=2, [2,2,2,3]", Swish, &[2, 2, 2, 3]),
+        OpCase::f64("swish", "N=3, [3,5]", Swish, &[3, 5]),
+        OpCase::f64("gelu", "tanh, N=1, [1,3,4]", tanh(), &[1, 3, 4]).with_controls(vec![
+            super::NegativeControl::new(
+                "erf-form backward",
+                "tanh, N=2, [2,6]",
+                &[2, 6],
+                tanh(),
+                GeluErfBackward,
+                &["dx"],
+            ),
+        ]),
+        OpCase::f64("gelu", "tanh, N=2, [2,6]", tanh(), &[2, 6]),
+        OpCase::f64("gelu", "tanh, N=3, [3,2,5]", tanh(), &[3, 2, 5]),
+    ]
+}
+
+// ---------------------------------------------------------------------------
+// Negative controls.
+
+/// ReLU whose backward passes the cotangent through unmasked.
+fn relu_no_mask() -> ReplacedBackward<Relu> {
+    ReplacedBackward::new(Relu, "no mask", |_, _, _, _, _, dy| {
+        Ok(Grads {
+            dx: dy,
+            dparams: vec![],
+        })
+    })
+}
+
+/// ReLU6 whose mask forgets the upper bound (`x > 0` only): the VJP at every
+/// point below 6, wrong above it (the certifier's scale-8 points reach it).
+fn relu6_no_upper_mask() -> ReplacedBackward<Relu6> {
+    ReplacedBackward::new(Relu6, "relu6 (mask x > 0 only)", |_, fb, x, _, _, dy| {
+        let zero = fb.splat_like(0.0, x);
+        let pos = fb.cmp(CompareDirection::Gt, x, zero)?;
+        let dx = fb.select(pos, dy, zero)?;
+        Ok(Grads {
+            dx,
+            dparams: vec![],
+        })
+    })
+}
+
+/// GELU with the tanh forward and the erf-form derivative
+/// `Φ(x) + x·φ(x)` in its backward (the reference's FD-script mismatch).
+struct GeluErfBackward;
+impl CertLayer for GeluErfBackward {
+    fn name(&self) -> String {
+        "gelu tanh forward, erf backward".into()
+    }
+    fn output_type(&self, input: &TensorType) -> Result<TensorType, LayerError> {
+        Ok(input.clone())
+    }
+    fn forward(
+        &self,
+        fb: &mut FuncBuilder,
+        x: ValueId,
+        p: &[ValueId],
+        s: &mut Sites,
+    ) -> EmitResult<Saved> {
+        Gelu {
+            form: GeluForm::Tanh,
+        }
+        .forward(fb, x, p, s)
+    }
+    fn backward(
+        &self,
+        fb: &mut FuncBuilder,
+        x: ValueId,
+        _: &[ValueId],
+        _: &Saved,
+        dy: ValueId,
+    ) -> EmitResult<Grads> {
+        let one = fb.splat_like(1.0, x);
+        let xs = fb.scale(x, std::f64::consts::FRAC_1_SQRT_2)?;
+        let erf = fb.unary(UnaryOp::Erf, xs)?;
+        let cdf = fb.add(one, erf)?;
+        let cdf = fb.scale(cdf, 0.5)?;
+        let x2 = fb.mul(x, x)?;
+        let e = fb.scale(x2, -0.5)?;
+        let pdf = fb.unary(UnaryOp::Exponential, e)?;
+        // 1/√(2π) = √(2/π)/2.
+        let pdf = fb.scale(pdf, GELU_SQRT_2_OVER_PI * 0.5)?;
+        let xpdf = fb.mul(x, pdf)?;
+        let d = fb.add(cdf, xpdf)?;
         let dx = fb.mul(d, dy)?;
         Ok(Grads {
             dx,
-            dparams: Vec::new(),
+            dparams: vec![],
         })
     }
 }
 
-/// The activation configurations `certify --all-ops` ties.
-pub fn catalog() -> Vec<super::OpCase> {
-    vec![
-        super::OpCase::new("relu", "N=1, [1,3,4,5]", Relu, &[1, 3, 4, 5]),
-        super::OpCase::new("relu", "N=2, [2,7]", Relu, &[2, 7]),
-        super::OpCase::new("relu", "N=3, [3,2,3,5]", Relu, &[3, 2, 3, 5]),
-        super::OpCase::new("relu6", "N=1, [1,2,3,4]", Relu6, &[1, 2, 3, 4]),
-        super::OpCase::new("relu6", "N=2, [2,6]", Relu6, &[2, 6]),
-        super::OpCase::new("relu6", "N=3, [3,2,4,3]", Relu6, &[3, 2, 4, 3]),
-        super::OpCase::new("sigmoid", "N=1, [1,2,3,2]", Sigmoid, &[1, 2, 3, 2]),
-        super::OpCase::new("sigmoid", "N=2, [2,5]", Sigmoid, &[2, 5]),
-        super::OpCase::new("sigmoid", "N=3, [3,4]", Sigmoid, &[3, 4]),
-        super::OpCase::new("swish", "N=1, [1,7]", Swish, &[1, 7]),
-        super::OpCase::new("swish", "N=2, [2,2,2,3]", Swish, &[2, 2, 2, 3]),
-        super::OpCase::new("swish", "N=3, [3,5]", Swish, &[3, 5]),
-        super::OpCase::new(
-            "gelu",
-            "tanh, N=1, [1,3,4]",
-            Gelu {
-                form: GeluForm::Tanh,
-            },
-            &[1, 3, 4],
-        ),
-        super::OpCase::new(
-            "gelu",
-            "tanh, N=2, [2,6]",
-            Gelu {
-                form: GeluForm::Tanh,
-            },
-            &[2, 6],
-        ),
-        super::OpCase::new(
-            "gelu",
-            "tanh, N=3, [3,2,5]",
-            Gelu {
-                form: GeluForm::Tanh,
-            },
-            &[3, 2, 5],
-        ),
-    ]
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::layer::{tie_funcs, KinkAt};
+
+    #[test]
+    fn relu6_records_both_corners_as_data() {
+        let f = tie_funcs(&Relu6, &TensorType::f32(vec![2, 3])).unwrap();
+        let at: Vec<(&str, KinkAt, &str)> = f
+            .sites
+            .iter()
+            .map(|s| (s.name.as_str(), s.kind.at, s.kind.predicate))
+            .collect();
+        assert_eq!(
+            at,
+            [
+                ("relu6_lower", KinkAt::Value(0.0), "x ≠ 0"),
+                ("relu6_upper", KinkAt::Value(6.0), "x ≠ 6"),
+            ]
+        );
+        assert!(tie_funcs(&Sigmoid, &TensorType::f32(vec![2, 3]))
+            .unwrap()
+            .sites
+            .is_empty());
+    }
 }

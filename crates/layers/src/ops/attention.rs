@@ -2,8 +2,10 @@
 //! REFERENCE §2.13) and the ViT patch embedding (`PatchEmbed`, §2.3/§4.7),
 //! each with its hand-written backward map, plus the token-level emission
 //! helpers they are built from (dense over the last axis, head split/merge,
-//! per-head matmul, row softmax and its VJP).
+//! per-head matmul, row softmax and its VJP); their catalog cases and negative
+//! controls.
 
+use crate::combinators::ReplacedBackward;
 use crate::emit::{Emit, EmitResult};
 use crate::layer::{CertLayer, Grads, Init, LayerError, ParamSpec, Saved, Sites};
 use ir::{ConvAttrs, ConvDims, DotDims, FuncBuilder, TensorType, UnaryOp, ValueId};
@@ -459,29 +461,31 @@ impl CertLayer for PatchEmbed {
     }
 }
 
-/// The attention and patch-embedding configurations `certify --all-ops` ties.
+/// The attention and patch-embedding configurations `certify --all-ops` ties,
+/// with their negative controls.
 pub fn catalog() -> Vec<super::OpCase> {
-    use super::OpCase;
+    use super::{NegativeControl, OpCase};
     vec![
-        OpCase::new(
+        OpCase::f64(
             "mhsa",
             "D=8 H=2 (d=4), N=1, T=3",
             MultiHeadSelfAttention { dim: 8, heads: 2 },
             &[1, 3, 8],
         ),
-        OpCase::new(
+        OpCase::f64(
             "mhsa",
             "D=8 H=2 (d=4), N=2, T=4",
             MultiHeadSelfAttention { dim: 8, heads: 2 },
             &[2, 4, 8],
-        ),
-        OpCase::new(
+        )
+        .with_controls(mhsa_controls()),
+        OpCase::f64(
             "mhsa",
             "D=8 H=4 (d=2, scale 1/√2), N=3, T=3",
             MultiHeadSelfAttention { dim: 8, heads: 4 },
             &[3, 3, 8],
         ),
-        OpCase::new(
+        OpCase::exact(
             "patch_embed",
             "P=2, 1→4, N=1, 4×6 (6 patches + CLS)",
             PatchEmbed {
@@ -491,7 +495,7 @@ pub fn catalog() -> Vec<super::OpCase> {
             },
             &[1, 1, 4, 6],
         ),
-        OpCase::new(
+        OpCase::exact(
             "patch_embed",
             "P=2, 3→4, N=2, 8×4 (8 patches + CLS)",
             PatchEmbed {
@@ -500,8 +504,18 @@ pub fn catalog() -> Vec<super::OpCase> {
                 dim: 4,
             },
             &[2, 3, 8, 4],
-        ),
-        OpCase::new(
+        )
+        // At N = 1, dy[0] IS the batch sum: the control is only meaningful
+        // at N ≥ 2.
+        .with_controls(vec![NegativeControl::new(
+            "dpos = dy[0]",
+            "P=2, 3→4, N=2, 8×4 (8 patches + CLS)",
+            &[2, 3, 8, 4],
+            patch(),
+            patch_pos_from_first_example(patch()),
+            &["dpos"],
+        )]),
+        OpCase::exact(
             "patch_embed",
             "P=4, 2→3, N=3, 8×4 (2 patches + CLS)",
             PatchEmbed {
@@ -512,4 +526,151 @@ pub fn catalog() -> Vec<super::OpCase> {
             &[3, 2, 8, 4],
         ),
     ]
+}
+
+// ---------------------------------------------------------------------------
+// Negative controls.
+
+// Attention: slips in the attention core's VJP (square T×T score matrices).
+
+fn mhsa() -> MultiHeadSelfAttention {
+    MultiHeadSelfAttention { dim: 8, heads: 2 }
+}
+
+fn mhsa_controls() -> Vec<super::NegativeControl> {
+    use super::NegativeControl;
+    let config = "D=8 H=2 (d=4), N=2, T=4";
+    let input = [2, 4, 8];
+    vec![
+        // dQ feeds dx (through Wqᵀ), dWq and dbq; dx is checked first.
+        NegativeControl::new(
+            "dQ without 1/√d",
+            config,
+            &input,
+            mhsa(),
+            AttentionWithCore(mhsa(), core_missing_scale_on_dq, "dQ without 1/√d"),
+            &["dx", "dWq", "dbq"],
+        ),
+        NegativeControl::new(
+            "dK = dS·Q",
+            config,
+            &input,
+            mhsa(),
+            AttentionWithCore(mhsa(), core_dk_untransposed, "dK = dS·Q"),
+            &["dx", "dWk", "dbk"],
+        ),
+        NegativeControl::new(
+            "dV = P·dO",
+            config,
+            &input,
+            mhsa(),
+            AttentionWithCore(mhsa(), core_dv_untransposed, "dV = P·dO"),
+            &["dx", "dWv", "dbv"],
+        ),
+    ]
+}
+
+/// MHSA whose backward uses a caller-supplied (buggy) attention-core VJP.
+struct AttentionWithCore(MultiHeadSelfAttention, CoreBack, &'static str);
+
+impl CertLayer for AttentionWithCore {
+    fn name(&self) -> String {
+        format!("{} ({})", self.0.name(), self.2)
+    }
+    fn output_type(&self, input: &TensorType) -> Result<TensorType, LayerError> {
+        self.0.output_type(input)
+    }
+    fn params(&self, input: &TensorType) -> Vec<ParamSpec> {
+        self.0.params(input)
+    }
+    fn forward(
+        &self,
+        fb: &mut FuncBuilder,
+        x: ValueId,
+        p: &[ValueId],
+        s: &mut Sites,
+    ) -> EmitResult<Saved> {
+        self.0.forward(fb, x, p, s)
+    }
+    fn backward(
+        &self,
+        fb: &mut FuncBuilder,
+        x: ValueId,
+        p: &[ValueId],
+        s: &Saved,
+        dy: ValueId,
+    ) -> EmitResult<Grads> {
+        self.0.backward_with_core(fb, x, p, s, dy, self.1)
+    }
+}
+
+/// The core VJP with the 1/√d applied to dK but forgotten on dQ.
+fn core_missing_scale_on_dq(
+    fb: &mut FuncBuilder,
+    h: &HeadTensors,
+    d_out: ValueId,
+    c: f64,
+) -> EmitResult<(ValueId, ValueId, ValueId)> {
+    let dp = head_matmul(fb, d_out, h.v, 3, 3)?;
+    let dv = head_matmul(fb, h.p, d_out, 2, 2)?;
+    let ds = softmax_rows_back(fb, h.p, dp)?;
+    let ds_scaled = fb.scale(ds, c)?;
+    let dq = head_matmul(fb, ds, h.k, 3, 2)?; // bug: unscaled dS
+    let dk = head_matmul(fb, ds_scaled, h.q, 2, 2)?;
+    Ok((dq, dk, dv))
+}
+
+/// The core VJP with dK = dS·Q_h (contracting the key axis) instead of dSᵀ·Q_h:
+/// it type-checks because the score matrix is square (Tq = Tk).
+fn core_dk_untransposed(
+    fb: &mut FuncBuilder,
+    h: &HeadTensors,
+    d_out: ValueId,
+    c: f64,
+) -> EmitResult<(ValueId, ValueId, ValueId)> {
+    let dp = head_matmul(fb, d_out, h.v, 3, 3)?;
+    let dv = head_matmul(fb, h.p, d_out, 2, 2)?;
+    let ds = softmax_rows_back(fb, h.p, dp)?;
+    let ds = fb.scale(ds, c)?;
+    let dq = head_matmul(fb, ds, h.k, 3, 2)?;
+    let dk = head_matmul(fb, ds, h.q, 3, 2)?; // bug: should contract axis 2
+    Ok((dq, dk, dv))
+}
+
+/// The core VJP with dV = P·dO instead of Pᵀ·dO (same slip on the value path).
+fn core_dv_untransposed(
+    fb: &mut FuncBuilder,
+    h: &HeadTensors,
+    d_out: ValueId,
+    c: f64,
+) -> EmitResult<(ValueId, ValueId, ValueId)> {
+    let dp = head_matmul(fb, d_out, h.v, 3, 3)?;
+    let dv = head_matmul(fb, h.p, d_out, 3, 2)?; // bug: should contract axis 2
+    let ds = softmax_rows_back(fb, h.p, dp)?;
+    let ds = fb.scale(ds, c)?;
+    let dq = head_matmul(fb, ds, h.k, 3, 2)?;
+    let dk = head_matmul(fb, ds, h.q, 2, 2)?;
+    Ok((dq, dk, dv))
+}
+
+// Patch embedding: positional-embedding gradient not summed over the batch.
+
+fn patch() -> PatchEmbed {
+    PatchEmbed {
+        patch: 2,
+        in_ch: 3,
+        dim: 4,
+    }
+}
+
+/// Patch embedding whose dpos takes example 0's cotangent only (the classic
+/// "per-example descriptor at batch N" slip, REFERENCE §3.5).
+fn patch_pos_from_first_example(pe: PatchEmbed) -> ReplacedBackward<PatchEmbed> {
+    ReplacedBackward::new(pe, "dpos = dy[0]", |l, fb, x, p, s, dy| {
+        let mut g = l.backward(fb, x, p, s, dy)?;
+        let shape = fb.shape(dy);
+        let first = fb.slice(dy, &[0, 0, 0], &[1, shape[1], shape[2]], &[1, 1, 1])?;
+        g.dparams[3] = fb.reshape(first, &[shape[1], shape[2]])?;
+        Ok(g)
+    })
 }

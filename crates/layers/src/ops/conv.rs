@@ -1,7 +1,8 @@
 //! The convolution family: `Conv2d` (stride 1, 2, 4; symmetric or XLA-SAME
-//! padding; odd and even kernels) and `DepthwiseConv2d`, each with its
-//! hand-written closed-form backward map (REFERENCE §2.1–2.5), plus the
-//! per-axis geometry both share and the conv catalog.
+//! padding; odd and even kernels) and `DepthwiseConv2d`, the two
+//! configurations of one `GroupedConv2d` (groups 1, or one per channel) whose
+//! per-axis geometry, forward and hand-written closed-form backward map
+//! (REFERENCE §2.1–2.5) they share; the conv catalog and its negative controls.
 //!
 //! One geometry drives forward and backward. Per spatial axis of size `n`,
 //! with kernel `k`, stride `s` and forward pad `[lo, hi]`, the forward reads
@@ -19,6 +20,8 @@
 //! also stay exact at odd input sizes, where the trailing zeros are trimmed so
 //! that no pad goes negative.
 
+use super::{NegativeControl, OpCase};
+use crate::combinators::ReplacedBackward;
 use crate::emit::{Emit, EmitResult};
 use crate::layer::{CertLayer, Grads, Init, LayerError, ParamSpec, Saved, Sites};
 use ir::{ConvAttrs, FuncBuilder, TensorType, TypeError, ValueId};
@@ -216,69 +219,176 @@ fn geometry2d(
     ])
 }
 
-/// The backward pieces shared by the dense and depthwise convs, at a given
-/// geometry (tests pass a deliberately wrong one to check the tie refutes it).
-///
-/// * `dx = conv(up_in(dy), flip(Wb), pad = input_pad)` where `Wb` is the
-///   kernel with O/I transposed (dense) or as is (depthwise, grouped);
-/// * `dW` by the transpose trick on `up_w(dy)` (depthwise: `batch_group_count`);
-/// * `db = Σ dy` over `[0, 2, 3]`.
-fn conv_backward(
-    fb: &mut FuncBuilder,
-    x: ValueId,
-    params: &[ValueId],
-    dy: ValueId,
-    geo: &[AxisGeometry; 2],
-    depthwise_channels: Option<i64>,
-) -> EmitResult<Grads> {
-    let w = params[0];
-    let s = geo[0].stride;
-    let groups = depthwise_channels.unwrap_or(1);
+/// A 2-d NCHW convolution with `groups` feature groups: OIHW kernel
+/// `W [out_ch, in_ch/groups, k, k]`, optional bias `b [out_ch]`. The one
+/// convolution behind [`Conv2d`] (`groups = 1`) and [`DepthwiseConv2d`]
+/// (`groups = in_ch = out_ch`, one filter per channel): geometry, forward and
+/// backward map are shared. Other group counts are rejected (their input VJP
+/// needs a per-group O/I transpose that no op here emits).
+#[derive(Clone, Debug, PartialEq)]
+pub struct GroupedConv2d {
+    pub k: i64,
+    pub stride: i64,
+    pub padding: Padding,
+    pub in_ch: i64,
+    pub out_ch: i64,
+    pub groups: i64,
+    pub bias: bool,
+}
 
-    // Input VJP: reversed kernel (both spatial axes), O/I transposed for a
-    // dense conv; one input channel per group needs no transpose.
-    let up_in = upsample(fb, dy, s, [geo[0].input_trailing, geo[1].input_trailing])?;
-    let w_oi = if depthwise_channels.is_some() {
-        w
-    } else {
-        fb.transpose(w, &[1, 0, 2, 3])?
-    };
-    let w_rev = fb.reverse(w_oi, &[2, 3])?;
-    let dx = conv2d(
-        fb,
-        up_in,
-        w_rev,
-        1,
-        [geo[0].input_pad, geo[1].input_pad],
-        groups,
-        1,
-    )?;
-
-    // Weight VJP (transpose trick): batch into the feature slot, the
-    // upsampled cotangent is the kernel, the result is [in, out, kH, kW].
-    let up_w = upsample(fb, dy, s, [geo[0].weight_trailing, geo[1].weight_trailing])?;
-    let xt = fb.transpose(x, &[1, 0, 2, 3])?;
-    let dyt = fb.transpose(up_w, &[1, 0, 2, 3])?;
-    let raw = conv2d(
-        fb,
-        xt,
-        dyt,
-        1,
-        [geo[0].weight_pad, geo[1].weight_pad],
-        1,
-        groups,
-    )?;
-    let dw = match depthwise_channels {
-        // [1, c, kH, kW] → [c, 1, kH, kW]: same order of elements.
-        Some(c) => fb.reshape(raw, &[c, 1, geo[0].k, geo[1].k])?,
-        None => fb.transpose(raw, &[1, 0, 2, 3])?,
-    };
-
-    let mut dparams = vec![dw];
-    if params.len() > 1 {
-        dparams.push(fb.reduce_sum(dy, &[0, 2, 3])?);
+impl GroupedConv2d {
+    /// The per-axis geometry at an NCHW input type; `what` names the layer in
+    /// errors.
+    pub fn geometry(
+        &self,
+        what: &str,
+        input: &TensorType,
+    ) -> Result<[AxisGeometry; 2], LayerError> {
+        let (_, c, h, w) = spatial(input, what)?;
+        if c != self.in_ch {
+            return Err(layer_err(format!(
+                "{what}: input has {c} channels, expected {}",
+                self.in_ch
+            )));
+        }
+        let g = self.groups;
+        if g != 1 && (g != self.in_ch || g != self.out_ch) {
+            return Err(layer_err(format!(
+                "{what}: {g} groups is neither 1 (dense) nor one channel per group (depthwise)"
+            )));
+        }
+        geometry2d(self.padding, self.k, self.stride, h, w)
     }
-    Ok(Grads { dx, dparams })
+
+    fn output_type(&self, what: &str, input: &TensorType) -> Result<TensorType, LayerError> {
+        let g = self.geometry(what, input)?;
+        Ok(TensorType::f32(vec![
+            input.shape[0],
+            self.out_ch,
+            g[0].out,
+            g[1].out,
+        ]))
+    }
+
+    fn params(&self) -> Vec<ParamSpec> {
+        let per_group = self.in_ch / self.groups;
+        let mut ps = vec![ParamSpec::f32(
+            "W",
+            &[self.out_ch, per_group, self.k, self.k],
+            Init::HeNormal {
+                fan_in: per_group * self.k * self.k,
+            },
+        )];
+        if self.bias {
+            ps.push(ParamSpec::f32("b", &[self.out_ch], Init::Zeros));
+        }
+        ps
+    }
+
+    fn forward(
+        &self,
+        what: &str,
+        fb: &mut FuncBuilder,
+        x: ValueId,
+        params: &[ValueId],
+    ) -> EmitResult<Saved> {
+        let g = self.geometry(what, fb.ty(x)).map_err(as_type_error)?;
+        let y = conv2d(
+            fb,
+            x,
+            params[0],
+            self.stride,
+            [g[0].pad, g[1].pad],
+            self.groups,
+            1,
+        )?;
+        let y = if self.bias {
+            let shape = fb.shape(y);
+            let b = fb.bcast(params[1], &[1], &shape)?;
+            fb.add(y, b)?
+        } else {
+            y
+        };
+        Ok(Saved::leaf(y))
+    }
+
+    /// The backward map at a given geometry (tests pass a deliberately wrong
+    /// one to check the tie refutes it).
+    ///
+    /// * `dx = conv(up_in(dy), flip(Wb), pad = input_pad)` where `Wb` is the
+    ///   kernel with O/I transposed (dense) or as is (depthwise, grouped);
+    /// * `dW` by the transpose trick on `up_w(dy)` (depthwise: `batch_group_count`);
+    /// * `db = Σ dy` over `[0, 2, 3]`.
+    pub fn backward_at(
+        &self,
+        fb: &mut FuncBuilder,
+        x: ValueId,
+        params: &[ValueId],
+        dy: ValueId,
+        geo: &[AxisGeometry; 2],
+    ) -> EmitResult<Grads> {
+        let w = params[0];
+        let s = geo[0].stride;
+        let groups = self.groups;
+
+        // Input VJP: reversed kernel (both spatial axes), O/I transposed for a
+        // dense conv; one input channel per group needs no transpose.
+        let up_in = upsample(fb, dy, s, [geo[0].input_trailing, geo[1].input_trailing])?;
+        let w_oi = if groups > 1 {
+            w
+        } else {
+            fb.transpose(w, &[1, 0, 2, 3])?
+        };
+        let w_rev = fb.reverse(w_oi, &[2, 3])?;
+        let dx = conv2d(
+            fb,
+            up_in,
+            w_rev,
+            1,
+            [geo[0].input_pad, geo[1].input_pad],
+            groups,
+            1,
+        )?;
+
+        // Weight VJP (transpose trick): batch into the feature slot, the
+        // upsampled cotangent is the kernel, the result is [in, out, kH, kW].
+        let up_w = upsample(fb, dy, s, [geo[0].weight_trailing, geo[1].weight_trailing])?;
+        let xt = fb.transpose(x, &[1, 0, 2, 3])?;
+        let dyt = fb.transpose(up_w, &[1, 0, 2, 3])?;
+        let raw = conv2d(
+            fb,
+            xt,
+            dyt,
+            1,
+            [geo[0].weight_pad, geo[1].weight_pad],
+            1,
+            groups,
+        )?;
+        let dw = if groups > 1 {
+            // [1, c, kH, kW] → [c, 1, kH, kW]: same order of elements.
+            fb.reshape(raw, &[self.out_ch, 1, geo[0].k, geo[1].k])?
+        } else {
+            fb.transpose(raw, &[1, 0, 2, 3])?
+        };
+
+        let mut dparams = vec![dw];
+        if params.len() > 1 {
+            dparams.push(fb.reduce_sum(dy, &[0, 2, 3])?);
+        }
+        Ok(Grads { dx, dparams })
+    }
+
+    fn backward(
+        &self,
+        what: &str,
+        fb: &mut FuncBuilder,
+        x: ValueId,
+        params: &[ValueId],
+        dy: ValueId,
+    ) -> EmitResult<Grads> {
+        let g = self.geometry(what, fb.ty(x)).map_err(as_type_error)?;
+        self.backward_at(fb, x, params, dy, &g)
+    }
 }
 
 /// `y = conv(x, W) (+ b)`: a cross-correlation with zero padding, NCHW input,
@@ -294,17 +404,22 @@ pub struct Conv2d {
 }
 
 impl Conv2d {
+    /// The shared convolution, one group.
+    pub fn grouped(&self) -> GroupedConv2d {
+        GroupedConv2d {
+            k: self.k,
+            stride: self.stride,
+            padding: self.padding,
+            in_ch: self.in_ch,
+            out_ch: self.out_ch,
+            groups: 1,
+            bias: self.bias,
+        }
+    }
+
     /// The per-axis geometry at an NCHW input type.
     pub fn geometry(&self, input: &TensorType) -> Result<[AxisGeometry; 2], LayerError> {
-        let (_, c, h, w) = spatial(input, &self.name())?;
-        if c != self.in_ch {
-            return Err(layer_err(format!(
-                "{}: input has {c} channels, expected {}",
-                self.name(),
-                self.in_ch
-            )));
-        }
-        geometry2d(self.padding, self.k, self.stride, h, w)
+        self.grouped().geometry(&self.name(), input)
     }
 
     /// The backward map at an explicit geometry (the normal backward passes
@@ -317,7 +432,7 @@ impl Conv2d {
         dy: ValueId,
         geo: &[AxisGeometry; 2],
     ) -> EmitResult<Grads> {
-        conv_backward(fb, x, params, dy, geo, None)
+        self.grouped().backward_at(fb, x, params, dy, geo)
     }
 }
 
@@ -334,25 +449,10 @@ impl CertLayer for Conv2d {
         )
     }
     fn output_type(&self, input: &TensorType) -> Result<TensorType, LayerError> {
-        let g = self.geometry(input)?;
-        Ok(TensorType::f32(vec![
-            input.shape[0],
-            self.out_ch,
-            g[0].out,
-            g[1].out,
-        ]))
+        self.grouped().output_type(&self.name(), input)
     }
     fn params(&self, _: &TensorType) -> Vec<ParamSpec> {
-        let fan_in = self.in_ch * self.k * self.k;
-        let mut ps = vec![ParamSpec::f32(
-            "W",
-            &[self.out_ch, self.in_ch, self.k, self.k],
-            Init::HeNormal { fan_in },
-        )];
-        if self.bias {
-            ps.push(ParamSpec::f32("b", &[self.out_ch], Init::Zeros));
-        }
-        ps
+        self.grouped().params()
     }
     fn forward(
         &self,
@@ -361,16 +461,7 @@ impl CertLayer for Conv2d {
         params: &[ValueId],
         _: &mut Sites,
     ) -> EmitResult<Saved> {
-        let g = self.geometry(fb.ty(x)).map_err(as_type_error)?;
-        let y = conv2d(fb, x, params[0], self.stride, [g[0].pad, g[1].pad], 1, 1)?;
-        let y = if self.bias {
-            let shape = fb.shape(y);
-            let b = fb.bcast(params[1], &[1], &shape)?;
-            fb.add(y, b)?
-        } else {
-            y
-        };
-        Ok(Saved::leaf(y))
+        self.grouped().forward(&self.name(), fb, x, params)
     }
     fn backward(
         &self,
@@ -380,8 +471,7 @@ impl CertLayer for Conv2d {
         _: &Saved,
         dy: ValueId,
     ) -> EmitResult<Grads> {
-        let g = self.geometry(fb.ty(x)).map_err(as_type_error)?;
-        self.backward_at(fb, x, params, dy, &g)
+        self.grouped().backward(&self.name(), fb, x, params, dy)
     }
 }
 
@@ -397,16 +487,21 @@ pub struct DepthwiseConv2d {
 }
 
 impl DepthwiseConv2d {
-    pub fn geometry(&self, input: &TensorType) -> Result<[AxisGeometry; 2], LayerError> {
-        let (_, c, h, w) = spatial(input, &self.name())?;
-        if c != self.ch {
-            return Err(layer_err(format!(
-                "{}: input has {c} channels, expected {}",
-                self.name(),
-                self.ch
-            )));
+    /// The shared convolution, one group per channel.
+    pub fn grouped(&self) -> GroupedConv2d {
+        GroupedConv2d {
+            k: self.k,
+            stride: self.stride,
+            padding: self.padding,
+            in_ch: self.ch,
+            out_ch: self.ch,
+            groups: self.ch,
+            bias: self.bias,
         }
-        geometry2d(self.padding, self.k, self.stride, h, w)
+    }
+
+    pub fn geometry(&self, input: &TensorType) -> Result<[AxisGeometry; 2], LayerError> {
+        self.grouped().geometry(&self.name(), input)
     }
 
     /// The backward map at an explicit geometry (see [`Conv2d::backward_at`]).
@@ -418,7 +513,7 @@ impl DepthwiseConv2d {
         dy: ValueId,
         geo: &[AxisGeometry; 2],
     ) -> EmitResult<Grads> {
-        conv_backward(fb, x, params, dy, geo, Some(self.ch))
+        self.grouped().backward_at(fb, x, params, dy, geo)
     }
 }
 
@@ -434,26 +529,10 @@ impl CertLayer for DepthwiseConv2d {
         )
     }
     fn output_type(&self, input: &TensorType) -> Result<TensorType, LayerError> {
-        let g = self.geometry(input)?;
-        Ok(TensorType::f32(vec![
-            input.shape[0],
-            self.ch,
-            g[0].out,
-            g[1].out,
-        ]))
+        self.grouped().output_type(&self.name(), input)
     }
     fn params(&self, _: &TensorType) -> Vec<ParamSpec> {
-        let mut ps = vec![ParamSpec::f32(
-            "W",
-            &[self.ch, 1, self.k, self.k],
-            Init::HeNormal {
-                fan_in: self.k * self.k,
-            },
-        )];
-        if self.bias {
-            ps.push(ParamSpec::f32("b", &[self.ch], Init::Zeros));
-        }
-        ps
+        self.grouped().params()
     }
     fn forward(
         &self,
@@ -462,24 +541,7 @@ impl CertLayer for DepthwiseConv2d {
         params: &[ValueId],
         _: &mut Sites,
     ) -> EmitResult<Saved> {
-        let g = self.geometry(fb.ty(x)).map_err(as_type_error)?;
-        let y = conv2d(
-            fb,
-            x,
-            params[0],
-            self.stride,
-            [g[0].pad, g[1].pad],
-            self.ch,
-            1,
-        )?;
-        let y = if self.bias {
-            let shape = fb.shape(y);
-            let b = fb.bcast(params[1], &[1], &shape)?;
-            fb.add(y, b)?
-        } else {
-            y
-        };
-        Ok(Saved::leaf(y))
+        self.grouped().forward(&self.name(), fb, x, params)
     }
     fn backward(
         &self,
@@ -489,8 +551,7 @@ impl CertLayer for DepthwiseConv2d {
         _: &Saved,
         dy: ValueId,
     ) -> EmitResult<Grads> {
-        let g = self.geometry(fb.ty(x)).map_err(as_type_error)?;
-        self.backward_at(fb, x, params, dy, &g)
+        self.grouped().backward(&self.name(), fb, x, params, dy)
     }
 }
 
@@ -501,6 +562,16 @@ fn conv(k: i64, stride: i64, padding: Padding, in_ch: i64, out_ch: i64, bias: bo
         padding,
         in_ch,
         out_ch,
+        bias,
+    }
+}
+
+fn depthwise(k: i64, stride: i64, padding: Padding, ch: i64, bias: bool) -> DepthwiseConv2d {
+    DepthwiseConv2d {
+        k,
+        stride,
+        padding,
+        ch,
         bias,
     }
 }
@@ -516,47 +587,41 @@ fn describe(k: i64, s: i64, p: Padding, ch: String, shape: &[i64], bias: bool) -
     )
 }
 
-fn conv_case(
-    k: i64,
-    s: i64,
-    p: Padding,
-    out_ch: i64,
-    shape: [i64; 4],
-    bias: bool,
-) -> super::OpCase {
-    let ch = format!("{}→{out_ch} ch", shape[1]);
-    super::OpCase::new(
+fn conv_config(k: i64, s: i64, p: Padding, out_ch: i64, shape: &[i64], bias: bool) -> String {
+    describe(k, s, p, format!("{}→{out_ch} ch", shape[1]), shape, bias)
+}
+
+fn depthwise_config(k: i64, s: i64, p: Padding, shape: &[i64], bias: bool) -> String {
+    describe(k, s, p, format!("{} ch", shape[1]), shape, bias)
+}
+
+fn conv_case(k: i64, s: i64, p: Padding, out_ch: i64, shape: [i64; 4], bias: bool) -> OpCase {
+    OpCase::exact(
         "conv2d",
-        describe(k, s, p, ch, &shape, bias),
+        conv_config(k, s, p, out_ch, &shape, bias),
         conv(k, s, p, shape[1], out_ch, bias),
         &shape,
     )
 }
 
-fn depthwise_case(k: i64, s: i64, p: Padding, shape: [i64; 4], bias: bool) -> super::OpCase {
-    let ch = format!("{} ch", shape[1]);
-    super::OpCase::new(
+fn depthwise_case(k: i64, s: i64, p: Padding, shape: [i64; 4], bias: bool) -> OpCase {
+    OpCase::exact(
         "depthwise_conv2d",
-        describe(k, s, p, ch, &shape, bias),
-        DepthwiseConv2d {
-            k,
-            stride: s,
-            padding: p,
-            ch: shape[1],
-            bias,
-        },
+        depthwise_config(k, s, p, &shape, bias),
+        depthwise(k, s, p, shape[1], bias),
         &shape,
     )
 }
 
-/// The conv configurations `certify --all-ops` ties: stride 1 at odd and even
+/// The conv configurations `certify --all-ops` ties (with the negative
+/// controls): stride 1 at odd and even
 /// kernels, stride 2 both conventions at k ∈ {1,2,3,5,7} on even, odd and
 /// non-square inputs, the 4×4/s4 patchify, and depthwise at strides 1 and 2.
-pub fn catalog() -> Vec<super::OpCase> {
+pub fn catalog() -> Vec<OpCase> {
     use Padding::{Symmetric as Sym, XlaSame as Xla};
     vec![
         // Stride 1 (both conventions pad [p, k−1−p]).
-        conv_case(1, 1, Sym, 3, [2, 2, 3, 4], true),
+        conv_case(1, 1, Sym, 3, [2, 2, 3, 4], true).with_controls(conv_controls()),
         conv_case(2, 1, Sym, 2, [1, 2, 4, 5], true),
         conv_case(3, 1, Sym, 2, [3, 2, 5, 4], true),
         conv_case(4, 1, Sym, 2, [2, 1, 5, 6], false),
@@ -584,7 +649,172 @@ pub fn catalog() -> Vec<super::OpCase> {
         depthwise_case(2, 1, Sym, [1, 2, 4, 5], false),
         depthwise_case(3, 2, Sym, [3, 2, 6, 5], true),
         depthwise_case(5, 2, Sym, [1, 3, 7, 6], false),
-        depthwise_case(3, 2, Xla, [2, 3, 6, 4], true),
+        depthwise_case(3, 2, Xla, [2, 3, 6, 4], true).with_controls(vec![{
+            let dw = depthwise(3, 2, Xla, 3, true);
+            NegativeControl::new(
+                "input VJP pad [p−1, p+1]",
+                depthwise_config(3, 2, Xla, &[2, 3, 6, 4], true),
+                &[2, 3, 6, 4],
+                dw.clone(),
+                depthwise_at_wrong_geometry(dw),
+                &["dx"],
+            )
+        }]),
         depthwise_case(5, 2, Xla, [1, 2, 8, 7], true),
     ]
+}
+
+// ---------------------------------------------------------------------------
+// Negative controls: realistic shape-preserving backward bugs from REFERENCE
+// §2, each next to its certified twin.
+
+/// A conv control at `shape` with `conv`'s configuration.
+fn conv_control(
+    name: &'static str,
+    c: Conv2d,
+    shape: [i64; 4],
+    bug: impl CertLayer + 'static,
+    blocks: &'static [&'static str],
+) -> NegativeControl {
+    let config = conv_config(c.k, c.stride, c.padding, c.out_ch, &shape, c.bias);
+    NegativeControl::new(name, config, &shape, c, bug, blocks)
+}
+
+fn conv_controls() -> Vec<NegativeControl> {
+    use Padding::{Symmetric as Sym, XlaSame as Xla};
+    let mut controls = Vec::new();
+    // REFERENCE §2.2 / fact 4: the XLA-SAME input VJP written with the weight
+    // VJP's shift direction, `[p−1, p+1]` instead of `[p+1, p−1]` (same total,
+    // same shape).
+    let c = conv(3, 2, Xla, 2, 2, true);
+    controls.push(conv_control(
+        "input VJP pad [p−1, p+1]",
+        c.clone(),
+        [2, 2, 6, 4],
+        conv_at_wrong_geometry(c, |g| {
+            assert_eq!(g.input_pad, (2, 0), "the correct XLA-SAME input pad at k=3");
+            g.input_pad = (0, 2);
+        }),
+        &["dx"],
+    ));
+    // REFERENCE §2.1 / fact 2: at an even kernel the transposed pad `[k−1−p, p]`
+    // is not symmetric; the "odd-kernel by habit" split `[p, k−1−p]` keeps the
+    // shape and is wrong (k=2: [0,1] for [1,0]; k=4: [1,2] for [2,1]).
+    for (k, shape) in [(2, [1, 2, 4, 5]), (4, [2, 1, 5, 6])] {
+        let c = conv(k, 1, Sym, shape[1], 2, false);
+        controls.push(conv_control(
+            "even-kernel input VJP pad mirrored",
+            c.clone(),
+            shape,
+            conv_at_wrong_geometry(c, |g| g.input_pad = (g.input_pad.1, g.input_pad.0)),
+            &["dx"],
+        ));
+    }
+    let c = conv(3, 1, Sym, 2, 2, true);
+    controls.push(conv_control(
+        "dW with kh/kw swapped",
+        c.clone(),
+        [2, 2, 5, 3],
+        conv_weight_grad_hw_swapped(c),
+        &["dW"],
+    ));
+    // Localised to the dropped row (h = 6).
+    let c = conv(3, 2, Sym, 2, 2, true);
+    controls.push(
+        conv_control(
+            "dx last row dropped",
+            c.clone(),
+            [1, 2, 7, 5],
+            strided_conv_drops_last_row(c),
+            &["dx"],
+        )
+        .detail_contains(&["dx[", ", 6, "]),
+    );
+    controls
+}
+
+/// A conv whose backward runs at a geometry edited by `edit` (a wrong pad).
+fn conv_at_wrong_geometry(conv: Conv2d, edit: fn(&mut AxisGeometry)) -> ReplacedBackward<Conv2d> {
+    ReplacedBackward::new(
+        conv,
+        "wrong backward geometry",
+        move |c, fb, x, p, _, dy| {
+            let mut g = c.geometry(fb.ty(x)).expect("valid geometry");
+            for axis in &mut g {
+                edit(axis);
+            }
+            c.backward_at(fb, x, p, dy, &g)
+        },
+    )
+}
+
+/// A conv whose weight gradient comes out with the kernel's spatial axes
+/// transposed (`[o,i,kh,kw] → [o,i,kw,kh]`, e.g. a final transpose written as
+/// `[1,0,3,2]`): the square kernel hides it from the shapes.
+fn conv_weight_grad_hw_swapped(conv: Conv2d) -> ReplacedBackward<Conv2d> {
+    ReplacedBackward::new(conv, "dW with kh/kw swapped", |c, fb, x, p, s, dy| {
+        let mut g = c.backward(fb, x, p, s, dy)?;
+        g.dparams[0] = fb.transpose(g.dparams[0], &[0, 1, 3, 2])?;
+        Ok(g)
+    })
+}
+
+/// A strided conv backward written for the even (2h) grid: at an odd input
+/// size the last input row gets zero instead of its gradient.
+fn strided_conv_drops_last_row(conv: Conv2d) -> ReplacedBackward<Conv2d> {
+    ReplacedBackward::new(conv, "dx last row dropped", |c, fb, x, p, s, dy| {
+        let mut g = c.backward(fb, x, p, s, dy)?;
+        let [n, ch, h, w] = fb.shape(x)[..] else {
+            panic!("NCHW")
+        };
+        let even = fb.slice(g.dx, &[0, 0, 0, 0], &[n, ch, h - 1, w], &[1, 1, 1, 1])?;
+        g.dx = fb.pad(even, &[0, 0, 0, 0], &[0, 0, 1, 0], &[0, 0, 0, 0])?;
+        Ok(g)
+    })
+}
+
+/// Depthwise XLA-SAME input VJP with the weight-VJP shift (the repo's
+/// `depthwiseStridedXlaBackBatched` is where this rule is emitted).
+fn depthwise_at_wrong_geometry(dw: DepthwiseConv2d) -> ReplacedBackward<DepthwiseConv2d> {
+    ReplacedBackward::new(dw, "input VJP pad [p−1, p+1]", |d, fb, x, p, _, dy| {
+        let mut g = d.geometry(fb.ty(x)).expect("valid geometry");
+        for axis in &mut g {
+            axis.input_pad = axis.weight_pad;
+        }
+        d.backward_at(fb, x, p, dy, &g)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grouped_conv_takes_one_group_or_one_per_channel() {
+        let input = TensorType::f32(vec![1, 4, 5, 5]);
+        let grouped = |groups, out_ch| GroupedConv2d {
+            k: 3,
+            stride: 1,
+            padding: Padding::Symmetric,
+            in_ch: 4,
+            out_ch,
+            groups,
+            bias: false,
+        };
+        assert!(grouped(1, 6).geometry("dense", &input).is_ok());
+        assert!(grouped(4, 4).geometry("depthwise", &input).is_ok());
+        let e = grouped(2, 4).geometry("two groups", &input).unwrap_err();
+        assert!(e.0.contains("2 groups"), "{e}");
+        // Depthwise is the grouped conv with one group per channel.
+        let dw = DepthwiseConv2d {
+            k: 3,
+            stride: 2,
+            padding: Padding::XlaSame,
+            ch: 4,
+            bias: true,
+        };
+        assert_eq!(dw.grouped().groups, 4);
+        assert_eq!(dw.params(&input), dw.grouped().params());
+        assert_eq!(dw.params(&input)[0].ty.shape, [4, 1, 3, 3]);
+    }
 }

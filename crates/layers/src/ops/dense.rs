@@ -1,8 +1,9 @@
 //! Affine and reshaping ops around the convs: `Dense` (W stored [in, out]),
 //! `BiasAdd` (per-channel bias on NCHW), `GlobalAvgPool` (NCHW → [N, C]) and
 //! `Flatten` (NCHW → [N, C·H·W]), each with its hand-written backward map
-//! (REFERENCE §2.6, §2.7), and their catalog.
+//! (REFERENCE §2.6, §2.7), their catalog and negative controls.
 
+use crate::combinators::ReplacedBackward;
 use crate::emit::{Emit, EmitResult};
 use crate::layer::{CertLayer, Grads, Init, LayerError, ParamSpec, Saved, Sites};
 use ir::{DotDims, FuncBuilder, TensorType, ValueId};
@@ -255,61 +256,104 @@ impl CertLayer for Flatten {
 
 /// The dense-family configurations `certify --all-ops` ties.
 pub fn catalog() -> Vec<super::OpCase> {
-    use super::OpCase;
+    use super::{NegativeControl, OpCase};
     let dense = |in_f, out_f, bias| Dense { in_f, out_f, bias };
     vec![
-        OpCase::new("dense", "N=1, 4→3, +b", dense(4, 3, true), &[1, 4]),
-        OpCase::new(
+        OpCase::exact("dense", "N=1, 4→3, +b", dense(4, 3, true), &[1, 4]),
+        OpCase::exact(
             "dense",
             "N=2, 5→5 (square W), +b",
             dense(5, 5, true),
             &[2, 5],
-        ),
-        OpCase::new("dense", "N=3, 6→2, no bias", dense(6, 2, false), &[3, 6]),
-        OpCase::new(
+        )
+        .with_controls(vec![NegativeControl::new(
+            "dx = dy·W",
+            "N=2, 5→5 (square W), +b",
+            &[2, 5],
+            dense(5, 5, true),
+            dense_untransposed(dense(5, 5, true)),
+            &["dx"],
+        )]),
+        OpCase::exact("dense", "N=3, 6→2, no bias", dense(6, 2, false), &[3, 6]),
+        OpCase::exact(
             "dense",
             "tokens N=2 T=3, 4→3, +b",
             dense(4, 3, true),
             &[2, 3, 4],
         ),
-        OpCase::new(
+        OpCase::exact(
             "bias_add",
             "N=1, 3 ch, 4×5",
             BiasAdd { ch: 3 },
             &[1, 3, 4, 5],
         ),
-        OpCase::new(
+        OpCase::exact(
             "bias_add",
             "N=2, 2 ch, 2×3",
             BiasAdd { ch: 2 },
             &[2, 2, 2, 3],
         ),
-        OpCase::new(
+        OpCase::exact(
             "bias_add",
             "N=3, 2 ch, 3×2",
             BiasAdd { ch: 2 },
             &[3, 2, 3, 2],
         ),
-        OpCase::new(
+        OpCase::exact(
             "global_avg_pool",
             "N=2, 3 ch, 5×3",
             GlobalAvgPool,
             &[2, 3, 5, 3],
-        ),
-        OpCase::new(
+        )
+        .with_controls(vec![NegativeControl::new(
+            "backward ÷H",
+            "N=2, 3 ch, 5×3",
+            &[2, 3, 5, 3],
+            GlobalAvgPool,
+            gap_divides_by_h_only(),
+            &["dx"],
+        )]),
+        OpCase::exact(
             "global_avg_pool",
             "N=1, 2 ch, 4×4",
             GlobalAvgPool,
             &[1, 2, 4, 4],
         ),
-        OpCase::new(
+        OpCase::exact(
             "global_avg_pool",
             "N=3, 2 ch, 3×7",
             GlobalAvgPool,
             &[3, 2, 3, 7],
         ),
-        OpCase::new("flatten", "N=2, [2,3,4]", Flatten, &[2, 2, 3, 4]),
-        OpCase::new("flatten", "N=1, [3,2,5]", Flatten, &[1, 3, 2, 5]),
-        OpCase::new("flatten", "N=3, [2,4]", Flatten, &[3, 2, 4]),
+        OpCase::exact("flatten", "N=2, [2,3,4]", Flatten, &[2, 2, 3, 4]),
+        OpCase::exact("flatten", "N=1, [3,2,5]", Flatten, &[1, 3, 2, 5]),
+        OpCase::exact("flatten", "N=3, [2,4]", Flatten, &[3, 2, 4]),
     ]
+}
+
+// ---------------------------------------------------------------------------
+// Negative controls.
+
+/// Dense with `dx = dy·W` (contracting W's input axis) instead of `dy·Wᵀ`:
+/// shape-correct only because W is square.
+fn dense_untransposed(dense: Dense) -> ReplacedBackward<Dense> {
+    ReplacedBackward::new(dense, "dx = dy·W", |d, fb, x, p, s, dy| {
+        let mut g = d.backward(fb, x, p, s, dy)?;
+        g.dx = fb.matmul(dy, p[0], 1, 0)?;
+        Ok(g)
+    })
+}
+
+/// GAP backward dividing by H only.
+fn gap_divides_by_h_only() -> ReplacedBackward<GlobalAvgPool> {
+    ReplacedBackward::new(GlobalAvgPool, "backward ÷H", |_, fb, x, _, _, dy| {
+        let shape = fb.shape(x);
+        let h = fb.splat_like(shape[2] as f64, dy);
+        let per_pixel = fb.div(dy, h)?;
+        let dx = fb.bcast(per_pixel, &[0, 1], &shape)?;
+        Ok(Grads {
+            dx,
+            dparams: vec![],
+        })
+    })
 }

@@ -1,15 +1,17 @@
 //! Softmax and the softmax cross-entropy loss (REFERENCE §2.13): the mean loss
 //! over a batch of logits against a target distribution, with optional label
-//! smoothing, and the row softmax; each with its closed-form backward map.
+//! smoothing, and the row softmax; each with its closed-form backward map;
+//! their catalog cases and the loss's negative controls.
 //!
 //! Softmax is `exp(z) / Σ exp(z)` with no max-subtraction, as the reference
 //! renders it: a max-shift would add a decision op (a kink site) to a function
 //! that is smooth everywhere; the certifier's inputs are small enough not to
 //! overflow.
 
+use crate::combinators::ReplacedBackward;
 use crate::emit::{Emit, EmitResult};
 use crate::layer::{CertLayer, Grads, Init, LayerError, ParamSpec, Saved, Sites};
-use ir::{FuncBuilder, TensorType, UnaryOp, ValueId};
+use ir::{BinaryOp, FuncBuilder, TensorType, UnaryOp, ValueId};
 
 /// `(p, log p)` of a softmax over the last dim of `z`.
 fn softmax_and_log(fb: &mut FuncBuilder, z: ValueId) -> EmitResult<(ValueId, ValueId)> {
@@ -191,7 +193,8 @@ impl CertLayer for Softmax {
     }
 }
 
-/// The loss configurations `certify --all-ops` ties.
+/// The loss configurations `certify --all-ops` ties, with the loss's negative
+/// controls.
 pub fn catalog() -> Vec<super::OpCase> {
     let ce = |classes, label_smoothing| SoftmaxCrossEntropy {
         classes,
@@ -199,22 +202,105 @@ pub fn catalog() -> Vec<super::OpCase> {
     };
     use super::OpCase;
     vec![
-        OpCase::new("softmax_ce", "K=4, B=1", ce(4, None), &[1, 4]),
-        OpCase::new("softmax_ce", "K=5, B=2", ce(5, None), &[2, 5]),
-        OpCase::new(
+        OpCase::f64("softmax_ce", "K=4, B=1", ce(4, None), &[1, 4]).with_controls(ce_controls()),
+        OpCase::f64("softmax_ce", "K=5, B=2", ce(5, None), &[2, 5]),
+        OpCase::f64(
             "softmax_ce",
             "K=3, B=3, label smoothing 0.1",
             ce(3, Some(0.1)),
             &[3, 3],
         ),
-        OpCase::new(
+        OpCase::f64(
             "softmax_ce",
             "K=10, B=2, label smoothing 0.1",
             ce(10, Some(0.1)),
             &[2, 10],
         ),
-        OpCase::new("softmax", "N=1, K=5", Softmax, &[1, 5]),
-        OpCase::new("softmax", "N=2, T=3, K=4", Softmax, &[2, 3, 4]),
-        OpCase::new("softmax", "N=3, K=3", Softmax, &[3, 3]),
+        OpCase::f64("softmax", "N=1, K=5", Softmax, &[1, 5]),
+        OpCase::f64("softmax", "N=2, T=3, K=4", Softmax, &[2, 3, 4]),
+        OpCase::f64("softmax", "N=3, K=3", Softmax, &[3, 3]),
     ]
+}
+
+// ---------------------------------------------------------------------------
+// Negative controls.
+
+const CE: SoftmaxCrossEntropy = SoftmaxCrossEntropy {
+    classes: 4,
+    label_smoothing: None,
+};
+
+fn ce_controls() -> Vec<super::NegativeControl> {
+    use super::NegativeControl;
+    vec![
+        // At B = 1 the missing factor is 1 (the same map is the VJP there):
+        // the control runs at B = 3.
+        NegativeControl::new(
+            "without 1/B",
+            "K=4, B=3",
+            &[3, 4],
+            CE,
+            ce_without_one_over_b(),
+            &["dx"],
+        ),
+        NegativeControl::new(
+            "(p − t)/B",
+            "K=4, B=2",
+            &[2, 4],
+            CE,
+            ce_simplex_only_cotangent(),
+            &["dx"],
+        ),
+    ]
+}
+
+/// Softmax-CE whose logit cotangent forgets the 1/B:
+/// `dz = dy·(p·Σ_k t_k − t)` (the correct map times B).
+fn ce_without_one_over_b() -> ReplacedBackward<SoftmaxCrossEntropy> {
+    ReplacedBackward::new(CE, "softmax_ce without 1/B", |_, fb, z, p, saved, dy| {
+        let right = CE.backward(fb, z, p, saved, dy)?;
+        let shape = fb.shape(z);
+        let e = fb.unary(UnaryOp::Exponential, z)?;
+        let s = fb.reduce(BinaryOp::Add, e, &[1])?;
+        let s = fb.bcast(s, &[0], &shape)?;
+        let prob = fb.div(e, s)?;
+        let mass = fb.reduce(BinaryOp::Add, p[0], &[1])?;
+        let mass = fb.bcast(mass, &[0], &shape)?;
+        let pm = fb.mul(prob, mass)?;
+        let diff = fb.sub(pm, p[0])?;
+        let dy_b = fb.bcast(dy, &[], &shape)?;
+        let dz = fb.mul(dy_b, diff)?;
+        Ok(Grads {
+            dx: dz,
+            dparams: right.dparams,
+        })
+    })
+}
+
+/// Softmax-CE with the reference's literal cotangent `dy·(p − t)/B`, which
+/// assumes target rows that sum to 1. The certifier draws targets off the
+/// simplex, where the row mass `Σ_k t_k` matters: this is why the layer's map
+/// keeps `p·Σ_k t_k`.
+fn ce_simplex_only_cotangent() -> ReplacedBackward<SoftmaxCrossEntropy> {
+    ReplacedBackward::new(
+        CE,
+        "softmax_ce with (p − t)/B",
+        |_, fb, z, p, saved, dy| {
+            let right = CE.backward(fb, z, p, saved, dy)?;
+            let shape = fb.shape(z);
+            let e = fb.unary(UnaryOp::Exponential, z)?;
+            let s = fb.reduce(BinaryOp::Add, e, &[1])?;
+            let s = fb.bcast(s, &[0], &shape)?;
+            let prob = fb.div(e, s)?;
+            let diff = fb.sub(prob, p[0])?;
+            let dy_b = fb.bcast(dy, &[], &shape)?;
+            let dz = fb.mul(dy_b, diff)?;
+            let b = fb.splat_like(shape[0] as f64, dz);
+            let dz = fb.div(dz, b)?;
+            Ok(Grads {
+                dx: dz,
+                dparams: right.dparams,
+            })
+        },
+    )
 }

@@ -2,8 +2,10 @@
 //! worlds (per-example, true batch, frozen eval statistics) and layer norm (row
 //! over the last dim, channel over C per position). Every world uses biased
 //! variance and `istd = rsqrt(var + ε)`; the backward recomputes the
-//! statistics from the saved input and applies the three-term formula.
+//! statistics from the saved input and applies the three-term formula. Also
+//! the norm catalog cases and batch norm's negative controls.
 
+use crate::combinators::ReplacedBackward;
 use crate::emit::{Emit, EmitResult};
 use crate::layer::{CertLayer, Grads, Init, LayerError, ParamSpec, Saved, Sites};
 use ir::{FuncBuilder, TensorType, UnaryOp, ValueId};
@@ -390,71 +392,179 @@ pub fn catalog() -> Vec<super::OpCase> {
     let ln = |dim, eps, kind| LayerNorm { dim, eps, kind };
     use super::OpCase;
     vec![
-        OpCase::new(
+        OpCase::f64(
             "batchnorm",
             "PerExample, N=1, 2 ch, 3×4",
             bn(2, BnWorld::PerExample),
             &[1, 2, 3, 4],
-        ),
-        OpCase::new(
+        )
+        .with_controls(bn_controls()),
+        OpCase::f64(
             "batchnorm",
             "PerExample, N=3, 2 ch, 2×3",
             bn(2, BnWorld::PerExample),
             &[3, 2, 2, 3],
         ),
-        OpCase::new(
+        OpCase::f64(
             "batchnorm",
             "Batch, N=2, 2 ch, 3×2",
             bn(2, BnWorld::Batch),
             &[2, 2, 3, 2],
         ),
-        OpCase::new(
+        OpCase::f64(
             "batchnorm",
             "Batch, N=3, 3 ch, 2×3",
             bn(3, BnWorld::Batch),
             &[3, 3, 2, 3],
         ),
-        OpCase::new(
+        OpCase::f64(
             "batchnorm",
             "Batch, N=1, 2 ch, 4×3",
             bn(2, BnWorld::Batch),
             &[1, 2, 4, 3],
         ),
-        OpCase::new(
+        OpCase::f64(
             "batchnorm",
             "Eval, N=2, 3 ch, 2×3",
             bn(3, BnWorld::Eval),
             &[2, 3, 2, 3],
         ),
-        OpCase::new(
+        OpCase::f64(
             "batchnorm",
             "Eval, N=1, 2 ch, 3×5",
             bn(2, BnWorld::Eval),
             &[1, 2, 3, 5],
         ),
-        OpCase::new(
+        OpCase::f64(
             "layernorm",
             "Row ε=1e-5, N=2, D=5",
             ln(5, 1e-5, LnKind::Row),
             &[2, 5],
         ),
-        OpCase::new(
+        OpCase::f64(
             "layernorm",
             "Row ε=1e-5, N=1, T=3, D=4",
             ln(4, 1e-5, LnKind::Row),
             &[1, 3, 4],
         ),
-        OpCase::new(
+        OpCase::f64(
             "layernorm",
             "Channel ε=1e-6, N=3, 3 ch, 2×3",
             ln(3, 1e-6, LnKind::Channel),
             &[3, 3, 2, 3],
         ),
-        OpCase::new(
+        OpCase::f64(
             "layernorm",
             "Channel ε=1e-6, N=1, 4 ch, 3×2",
             ln(4, 1e-6, LnKind::Channel),
             &[1, 4, 3, 2],
         ),
     ]
+}
+
+// ---------------------------------------------------------------------------
+// Negative controls.
+
+const BN_BATCH: BatchNorm = BatchNorm {
+    ch: 2,
+    world: BnWorld::Batch,
+    eps: 1e-5,
+};
+
+const BN_EVAL: BatchNorm = BatchNorm {
+    ch: 2,
+    world: BnWorld::Eval,
+    eps: 1e-5,
+};
+
+fn bn_controls() -> Vec<super::NegativeControl> {
+    use super::NegativeControl;
+    vec![
+        NegativeControl::new(
+            "without −Σĝ",
+            "Batch, N=2, 2 ch, 3×2",
+            &[2, 2, 3, 2],
+            BN_BATCH,
+            bn_without_mean_term(),
+            &["dx"],
+        ),
+        // dx comes first; dγ is wrong too (x̂ from the wrong statistics).
+        NegativeControl::new(
+            "PerExample backward",
+            "Batch, N=3, 2 ch, 2×3",
+            &[3, 2, 2, 3],
+            BN_BATCH,
+            batch_forward_per_example_backward(),
+            &["dx"],
+        ),
+        NegativeControl::new(
+            "zero running-stat gradients",
+            "Eval, N=2, 2 ch, 3×2",
+            &[2, 2, 3, 2],
+            BN_EVAL,
+            bn_eval_zero_stat_grads(),
+            &["drunning_mean"],
+        ),
+    ]
+}
+
+/// Batch BN whose input backward drops the −Σĝ (mean) term:
+/// `dx = (istd/M)(M·ĝ − x̂·Σ(x̂⊙ĝ))`.
+fn bn_without_mean_term() -> ReplacedBackward<BatchNorm> {
+    ReplacedBackward::new(
+        BN_BATCH,
+        "batchnorm Batch without −Σĝ",
+        |_, fb, x, p, saved, dy| {
+            // Keep the correct parameter gradients; rebuild dx with the bug.
+            let right = BN_BATCH.backward(fb, x, p, saved, dy)?;
+            let reduce = BN_BATCH.reduce_dims();
+            let st = standardize(fb, x, reduce, BN_BATCH.eps)?;
+            let shape = fb.shape(x);
+            let kept = kept_dims(shape.len(), reduce);
+            let g = fb.bcast(p[0], &[1], &shape)?;
+            let ghat = fb.mul(g, dy)?;
+            let xg = fb.mul(st.xhat, ghat)?;
+            let sum_xg = fb.reduce_sum(xg, reduce)?;
+            let sum_xg = fb.bcast(sum_xg, &kept, &shape)?;
+            let m_g = fb.scale(ghat, st.count as f64)?;
+            let xs = fb.mul(st.xhat, sum_xg)?;
+            let inner = fb.sub(m_g, xs)?;
+            let inner = fb.mul(st.istd, inner)?;
+            let dx = fb.scale(inner, 1.0 / st.count as f64)?;
+            Ok(Grads {
+                dx,
+                dparams: right.dparams,
+            })
+        },
+    )
+}
+
+/// The "two worlds" hazard: a batch-BN forward with the per-example backward.
+fn batch_forward_per_example_backward() -> ReplacedBackward<BatchNorm> {
+    ReplacedBackward::new(
+        BN_BATCH,
+        "batchnorm Batch forward, PerExample backward",
+        |_, fb, x, p, saved, dy| {
+            let per_example = BatchNorm {
+                world: BnWorld::PerExample,
+                ..BN_BATCH
+            };
+            per_example.backward(fb, x, p, saved, dy)
+        },
+    )
+}
+
+/// Eval BN that calls its running statistics non-trainable and returns zero
+/// for them: not the VJP, and the tie says so (the slot is checked honestly).
+fn bn_eval_zero_stat_grads() -> ReplacedBackward<BatchNorm> {
+    ReplacedBackward::new(
+        BN_EVAL,
+        "batchnorm Eval with zero running-stat gradients",
+        |_, fb, x, p, saved, dy| {
+            let mut g = BN_EVAL.backward(fb, x, p, saved, dy)?;
+            g.dparams[2] = fb.splat_like(0.0, p[2]);
+            g.dparams[3] = fb.splat_like(0.0, p[3]);
+            Ok(g)
+        },
+    )
 }

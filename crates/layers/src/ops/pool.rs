@@ -2,11 +2,17 @@
 //! forward `reduce_window` max with −∞ padding, its kink site (unique argmax per
 //! window) and its accumulating backward in two emitted forms (`PoolBackward`):
 //! one `select_and_scatter`, or shifted compare/select/pad sums for engines
-//! that cannot lower the overlapping `select_and_scatter` (IREE).
+//! that cannot lower the overlapping `select_and_scatter` (IREE); its catalog
+//! cases and negative controls.
 
+use super::{NegativeControl, OpCase};
+use crate::combinators::ReplacedBackward;
 use crate::emit::{Emit, EmitResult};
 use crate::layer::{CertLayer, Grads, KinkKind, LayerError, Saved, Sites};
-use ir::{CompareDirection, FuncBuilder, ScatterWindowAttrs, TensorType, ValueId, WindowAttrs};
+use ir::{
+    CompareDirection, CompareType, FuncBuilder, OpKind, ScatterWindowAttrs, TensorType, ValueId,
+    WindowAttrs,
+};
 
 /// Max pool over H and W of an `[N,C,H,W]` input: square `window`, `stride`,
 /// and `pad` rows/columns of −∞ on every side (symmetric).
@@ -48,6 +54,10 @@ pub enum PoolBackward {
 }
 
 impl MaxPool {
+    /// The pool's kink: a unique maximum per window, over distinct input
+    /// positions (margin = gap between the two largest values of the window).
+    pub const KINK: KinkKind = KinkKind::top_two_tie("unique argmax per window");
+
     /// A pool with the default (select_and_scatter) backward.
     pub const fn new(window: i64, stride: i64, pad: i64) -> Self {
         MaxPool {
@@ -273,7 +283,7 @@ impl CertLayer for MaxPool {
         sites: &mut Sites,
     ) -> EmitResult<Saved> {
         let y = fb.reduce_window(ir::BinaryOp::Maximum, x, self.window_attrs())?;
-        sites.record("pool", KinkKind::PoolUniqueArgmax, y);
+        sites.record("pool", MaxPool::KINK, y);
         Ok(Saved::leaf(y))
     }
 
@@ -314,57 +324,266 @@ impl CertLayer for MaxPool {
 /// The max-pool configurations `certify --all-ops` ties: both geometries,
 /// batch 1, 2 and 3, odd and non-square inputs for the overlapping pool, and
 /// both backward forms.
-pub fn catalog() -> Vec<super::OpCase> {
+pub fn catalog() -> Vec<OpCase> {
     let p2 = || MaxPool::new(2, 2, 0);
     let p3 = || MaxPool::new(3, 2, 1);
     vec![
-        super::OpCase::new(
+        OpCase::exact(
             "maxpool",
             "2×2/s2 pad 0, N=1, 2 ch, 4×6",
             p2(),
             &[1, 2, 4, 6],
-        ),
-        super::OpCase::new(
+        )
+        .with_controls(controls()),
+        OpCase::exact(
             "maxpool",
             "2×2/s2 pad 0, N=3, 1 ch, 6×4",
             p2(),
             &[3, 1, 6, 4],
         ),
-        super::OpCase::new(
+        OpCase::exact(
             "maxpool",
             "3×3/s2 pad 1, N=2, 2 ch, 6×8",
             p3(),
             &[2, 2, 6, 8],
         ),
-        super::OpCase::new(
+        OpCase::exact(
             "maxpool",
             "3×3/s2 pad 1, N=1, 2 ch, 7×5 (odd)",
             p3(),
             &[1, 2, 7, 5],
         ),
-        super::OpCase::new(
+        OpCase::exact(
             "maxpool",
             "3×3/s2 pad 1, N=3, 1 ch, 5×9 (odd)",
             p3(),
             &[3, 1, 5, 9],
         ),
-        super::OpCase::new(
+        OpCase::exact(
             "maxpool",
             "3×3/s2 pad 1 shifted sums, N=2, 2 ch, 6×8",
             p3().with_backward(PoolBackward::ShiftedSums),
             &[2, 2, 6, 8],
         ),
-        super::OpCase::new(
+        OpCase::exact(
             "maxpool",
             "3×3/s2 pad 1 shifted sums, N=1, 2 ch, 7×5 (odd)",
             p3().with_backward(PoolBackward::ShiftedSums),
             &[1, 2, 7, 5],
         ),
-        super::OpCase::new(
+        OpCase::exact(
             "maxpool",
             "2×2/s2 pad 0 shifted sums, N=3, 1 ch, 6×4",
             p2().with_backward(PoolBackward::ShiftedSums),
             &[3, 1, 6, 4],
         ),
     ]
+}
+
+// ---------------------------------------------------------------------------
+// Negative controls.
+
+const POOL3: MaxPool = MaxPool::new(3, 2, 1);
+const POOL2: MaxPool = MaxPool::new(2, 2, 0);
+
+fn shifted(window: i64, stride: i64, pad: i64) -> MaxPool {
+    MaxPool::new(window, stride, pad).with_backward(PoolBackward::ShiftedSums)
+}
+
+fn controls() -> Vec<NegativeControl> {
+    let mut controls = vec![
+        NegativeControl::new(
+            "2×2/s2 backward",
+            "3×3/s2 pad 1, N=1, 2 ch, 6×8",
+            &[1, 2, 6, 8],
+            POOL3,
+            Pool3WithPool2Backward,
+            &["dx"],
+        ),
+        NegativeControl::new(
+            "assigning scatter",
+            "3×3/s2 pad 1, N=2, 2 ch, 7×9",
+            &[2, 2, 7, 9],
+            POOL3,
+            pool3_assigning_scatter(),
+            &["dx"],
+        ),
+    ];
+    // The shifted-sums backward with one step gone wrong. Even input: the
+    // last window ends on the last padded row, so the offset-(0, ·) rows have
+    // room to shift; odd input for the others.
+    let faults = [
+        (shifted(3, 2, 1), [2, 2, 8, 8], Fault::PadShifted((0, 1))),
+        (shifted(3, 2, 1), [1, 2, 7, 9], Fault::Missing((1, 1))),
+        (shifted(3, 2, 1), [2, 2, 7, 9], Fault::Assign),
+        (shifted(3, 1, 1), [1, 2, 6, 5], Fault::Assign),
+        (shifted(2, 2, 0), [2, 2, 5, 6], Fault::PadShifted((0, 0))),
+        (shifted(2, 2, 0), [2, 2, 4, 6], Fault::Missing((0, 1))),
+    ];
+    for (pool, shape, fault) in faults {
+        let config = format!(
+            "{k}×{k}/s{s} pad {p} shifted sums, N={}, {} ch, {}×{}",
+            shape[0],
+            shape[1],
+            shape[2],
+            shape[3],
+            k = pool.window,
+            s = pool.stride,
+            p = pool.pad
+        );
+        controls.push(NegativeControl::new(
+            format!("shifted sums, {fault:?}"),
+            config,
+            &shape,
+            pool.clone(),
+            faulty(pool, fault),
+            &["dx"],
+        ));
+    }
+    controls
+}
+
+/// The reference's drift: a 3×3/s2 pad-1 forward paired with the 2×2/s2
+/// backward (same output shape at even inputs).
+struct Pool3WithPool2Backward;
+impl CertLayer for Pool3WithPool2Backward {
+    fn name(&self) -> String {
+        "maxpool 3×3/s2 with the 2×2/s2 backward".into()
+    }
+    fn output_type(&self, input: &TensorType) -> Result<TensorType, LayerError> {
+        let a = POOL3.output_type(input)?;
+        assert_eq!(Ok(a.clone()), POOL2.output_type(input), "shape-preserving");
+        Ok(a)
+    }
+    fn forward(
+        &self,
+        fb: &mut FuncBuilder,
+        x: ValueId,
+        p: &[ValueId],
+        s: &mut Sites,
+    ) -> EmitResult<Saved> {
+        POOL3.forward(fb, x, p, s)
+    }
+    fn backward(
+        &self,
+        fb: &mut FuncBuilder,
+        x: ValueId,
+        p: &[ValueId],
+        s: &Saved,
+        dy: ValueId,
+    ) -> EmitResult<Grads> {
+        POOL2.backward(fb, x, p, s, dy)
+    }
+}
+
+/// 3×3/s2 pool whose scatter region REPLACES (returns the source) instead of
+/// adding: an input that is the argmax of several windows keeps only the last
+/// window's cotangent.
+fn pool3_assigning_scatter() -> ReplacedBackward<MaxPool> {
+    ReplacedBackward::new(
+        POOL3,
+        "maxpool 3×3/s2 with an assigning scatter",
+        |_, fb, x, _, _, dy| {
+            let s = TensorType::f32(vec![]);
+            let select = fb.region(&[s.clone(), s.clone()], |b, a| {
+                Ok(vec![b.push1(
+                    OpKind::Compare {
+                        direction: CompareDirection::Ge,
+                        compare_type: Some(CompareType::Float),
+                    },
+                    &[a[0], a[1]],
+                    None,
+                )?])
+            })?;
+            // (current, source) -> source: the bug.
+            let replace = fb.region(&[s.clone(), s.clone()], |_, a| Ok(vec![a[1]]))?;
+            let init = fb.splat(0.0, s);
+            let dx = fb.push(
+                OpKind::SelectAndScatter(POOL3.scatter_attrs()),
+                &[x, dy, init],
+                vec![select, replace],
+                None,
+            )?[0];
+            Ok(Grads {
+                dx,
+                dparams: vec![],
+            })
+        },
+    )
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Fault {
+    /// Offset `(a, b)` scattered one row further down (pad low +1, high −1).
+    PadShifted((i64, i64)),
+    /// Offset `(a, b)`'s claimed cotangent dropped.
+    Missing((i64, i64)),
+    /// Each offset's scatter overwrites instead of adding: an input that is
+    /// the argmax of several windows keeps only one window's cotangent.
+    Assign,
+}
+
+fn faulty(pool: MaxPool, fault: Fault) -> ReplacedBackward<MaxPool> {
+    ReplacedBackward::new(
+        pool,
+        format!("shifted sums, {fault:?}"),
+        move |p, fb, x, _, saved, dy| {
+            let input = fb.shape(x);
+            let claimed = p.claimed_cotangents(fb, x, saved.output(), dy)?;
+            let mut scattered = Vec::new();
+            for ((a, b), c) in p.offsets().into_iter().zip(claimed) {
+                match fault {
+                    Fault::Missing(o) if o == (a, b) => continue,
+                    Fault::PadShifted(o) if o == (a, b) => {
+                        scattered.push(shifted_pad(p, fb, c, (a, b), &input)?)
+                    }
+                    _ => scattered.push(p.scatter_offset(fb, c, (a, b), &input)?),
+                }
+            }
+            let sum = match fault {
+                Fault::Assign => {
+                    let mut acc = scattered[0];
+                    for &t in &scattered[1..] {
+                        let zero = fb.splat_like(0.0, t);
+                        let placed = fb.cmp(CompareDirection::Ne, t, zero)?;
+                        acc = fb.select(placed, t, acc)?;
+                    }
+                    acc
+                }
+                _ => p.sum_in_window_order(fb, &scattered)?,
+            };
+            let dx = p.crop_padding(fb, sum, &input)?;
+            Ok(Grads {
+                dx,
+                dparams: vec![],
+            })
+        },
+    )
+}
+
+/// `scatter_offset` with the row edge padding moved by one (same shape).
+fn shifted_pad(
+    p: &MaxPool,
+    fb: &mut FuncBuilder,
+    c: ValueId,
+    (a, b): (i64, i64),
+    input: &[i64],
+) -> EmitResult<ValueId> {
+    let placed = p.scatter_offset(fb, c, (a, b), input)?;
+    let out = fb.shape(c);
+    let high = input[2] + 2 * p.pad - a - (out[2] - 1) * p.stride - 1;
+    assert!(high >= 1, "room to shift offset ({a}, {b}) down");
+    let moved = fb.pad(
+        c,
+        &[0, 0, a + 1, b],
+        &[
+            0,
+            0,
+            high - 1,
+            input[3] + 2 * p.pad - b - (out[3] - 1) * p.stride - 1,
+        ],
+        &[0, 0, p.stride - 1, p.stride - 1],
+    )?;
+    assert_eq!(fb.shape(moved), fb.shape(placed));
+    Ok(moved)
 }

@@ -1,9 +1,11 @@
 //! Multiplicative gating: the `ElementwiseProduct` combinator (product rule,
 //! REFERENCE §2.14 / §3.1) and EfficientNet's squeeze-and-excitation block
-//! `SqueezeExcite` (§2.14), each with its hand-written backward map.
+//! `SqueezeExcite` (§2.14), each with its hand-written backward map; their
+//! catalog cases and negative controls.
 
-use super::attention::{dense_last_axis, dense_last_axis_back};
-use crate::combinators::{fan_in_output_type, fan_in_params};
+use super::activation::Relu;
+use super::attention::{dense_last_axis, dense_last_axis_back, PatchEmbed};
+use crate::combinators::{fan_in_output_type, fan_in_params, ReplacedBackward, Residual};
 use crate::emit::{Emit, EmitResult};
 use crate::layer::{CertLayer, Grads, Init, LayerError, ParamSpec, Saved, Sites};
 use ir::{FuncBuilder, TensorType, UnaryOp, ValueId};
@@ -253,29 +255,32 @@ impl CertLayer for SqueezeExcite {
     }
 }
 
-/// The SE and elementwise-product configurations `certify --all-ops` ties.
+/// The SE and elementwise-product configurations `certify --all-ops` ties,
+/// with their negative controls.
 pub fn catalog() -> Vec<super::OpCase> {
-    use super::activation::Relu;
-    use super::attention::PatchEmbed;
-    use super::OpCase;
-    use crate::combinators::Residual;
+    use super::{NegativeControl, OpCase};
     let se = |n| SqueezeExcite { ch: 4, reduced: n };
     vec![
-        OpCase::new("squeeze_excite", "C=4 r=2, N=1, 3×5", se(2), &[1, 4, 3, 5]),
-        OpCase::new("squeeze_excite", "C=4 r=2, N=3, 5×2", se(2), &[3, 4, 5, 2]),
-        OpCase::new("squeeze_excite", "C=4 r=1, N=2, 2×3", se(1), &[2, 4, 2, 3]),
-        OpCase::new(
+        OpCase::f64("squeeze_excite", "C=4 r=2, N=1, 3×5", se(2), &[1, 4, 3, 5]),
+        OpCase::f64("squeeze_excite", "C=4 r=2, N=3, 5×2", se(2), &[3, 4, 5, 2]).with_controls(
+            vec![NegativeControl::new(
+                "dx without gate⊙dy",
+                "C=4 r=2, N=3, 5×2",
+                &[3, 4, 5, 2],
+                se(2),
+                se_without_direct_term(se(2)),
+                &["dx"],
+            )],
+        ),
+        OpCase::f64("squeeze_excite", "C=4 r=1, N=2, 2×3", se(1), &[2, 4, 2, 3]),
+        OpCase::exact(
             "elementwise_product",
             "relu ⊙ residual[relu] (rational), N=3, [3,2,3,5]",
-            ElementwiseProduct {
-                f: Box::new(Relu),
-                g: Box::new(Residual {
-                    body: Box::new(Relu),
-                }),
-            },
+            relu_times_residual(),
             &[3, 2, 3, 5],
-        ),
-        OpCase::new(
+        )
+        .with_controls(product_controls()),
+        OpCase::exact(
             "elementwise_product",
             "patch_embed ⊙ patch_embed P=2 1→3 (rational), N=2, 4×6",
             ElementwiseProduct {
@@ -292,7 +297,7 @@ pub fn catalog() -> Vec<super::OpCase> {
             },
             &[2, 1, 4, 6],
         ),
-        OpCase::new(
+        OpCase::f64(
             "elementwise_product",
             "squeeze_excite C=3 r=2 ⊙ relu (smooth × kink), N=1, 4×3",
             ElementwiseProduct {
@@ -302,4 +307,79 @@ pub fn catalog() -> Vec<super::OpCase> {
             &[1, 3, 4, 3],
         ),
     ]
+}
+
+// ---------------------------------------------------------------------------
+// Negative controls.
+
+/// SE whose dx keeps only the path through the squeeze and the gate.
+fn se_without_direct_term(se: SqueezeExcite) -> ReplacedBackward<SqueezeExcite> {
+    ReplacedBackward::new(se, "dx without gate⊙dy", |l, fb, x, p, _, dy| {
+        let terms = l.backward_terms(fb, x, p, dy)?;
+        Ok(Grads {
+            dx: terms.through_gate,
+            dparams: terms.dparams,
+        })
+    })
+}
+
+fn relu_times_residual() -> ElementwiseProduct {
+    ElementwiseProduct {
+        f: Box::new(Relu),
+        g: Box::new(Residual {
+            body: Box::new(Relu),
+        }),
+    }
+}
+
+fn patch_times_patch() -> ElementwiseProduct {
+    let patch = || PatchEmbed {
+        patch: 2,
+        in_ch: 3,
+        dim: 4,
+    };
+    ElementwiseProduct {
+        f: Box::new(patch()),
+        g: Box::new(patch()),
+    }
+}
+
+fn product_controls() -> Vec<super::NegativeControl> {
+    use super::NegativeControl;
+    vec![
+        // relu ⊙ (relu + id): f(x) ≠ g(x) wherever x < 0, so f(x)⊙dy ≠ g(x)⊙dy.
+        NegativeControl::new(
+            "f.back(f⊙dy)",
+            "relu ⊙ residual[relu] (rational), N=3, [3,2,3,5]",
+            &[3, 2, 3, 5],
+            relu_times_residual(),
+            product_swapped_factors(relu_times_residual()),
+            &["dx"],
+        ),
+        // Two patch embeddings with independent parameters: f's parameter
+        // gradients see the wrong factor (dx is checked first and is wrong too).
+        NegativeControl::new(
+            "f.back(f⊙dy)",
+            "patch_embed ⊙ patch_embed P=2 3→4 (rational), N=2, 4×6",
+            &[2, 3, 4, 6],
+            patch_times_patch(),
+            product_swapped_factors(patch_times_patch()),
+            &["dx", "df.W", "df.b", "df.cls", "df.pos"],
+        ),
+    ]
+}
+
+/// `f ⊙ g` whose backward feeds f's branch `f(x)⊙dy` (swapped factors).
+fn product_swapped_factors(prod: ElementwiseProduct) -> ReplacedBackward<ElementwiseProduct> {
+    ReplacedBackward::new(prod, "f.back(f⊙dy)", |l, fb, x, p, s, dy| {
+        let n = l.f_param_count(fb.ty(x));
+        let fx = s.children[0].output();
+        let wrong = fb.mul(fx, dy)?; // bug: should be g(x)⊙dy
+        let ga = l.f.backward(fb, x, &p[..n], &s.children[0], wrong)?;
+        let gb = l.g.backward(fb, x, &p[n..], &s.children[1], wrong)?;
+        let dx = fb.add(ga.dx, gb.dx)?;
+        let mut dparams = ga.dparams;
+        dparams.extend(gb.dparams);
+        Ok(Grads { dx, dparams })
+    })
 }
