@@ -27,23 +27,14 @@ fn batch_stat_layers(net: &NetSpec) -> Vec<String> {
 /// `net` with the batch norm(s) of `layer` in `world`.
 fn with_layer_in(net: &NetSpec, layer: &str, world: BnWorld) -> NetSpec {
     let mut n = net.clone();
-    let (_, spec) = n
-        .layers
-        .iter_mut()
-        .find(|(name, _)| name == layer)
-        .expect("layer exists");
-    spec.set_bn_world(world);
+    n.layer_mut(layer)
+        .expect("layer exists")
+        .set_bn_world(world);
     n
 }
 
 fn retarget_pool(net: &mut NetSpec, layer: &str) {
-    let spec = net
-        .layers
-        .iter_mut()
-        .find(|(n, _)| n == layer)
-        .map(|(_, s)| s)
-        .expect("layer exists");
-    *spec = LayerSpec::MaxPool {
+    *net.layer_mut(layer).expect("layer exists") = LayerSpec::MaxPool {
         window: 3,
         stride: 2,
         pad: 1,

@@ -5,37 +5,11 @@
 //! own error instead of hanging the others.
 
 use den::{eval_func, eval_replicas, EvalOptions, Tensor, Value};
+use ir::testgen::{all_reduce_kind, all_reduce_module, single_func_module};
 use ir::*;
 
 fn f32t(shape: &[i64]) -> TensorType {
     TensorType::f32(shape.to_vec())
-}
-
-fn module(f: Func) -> Module {
-    Module {
-        name: None,
-        attrs: None,
-        funcs: vec![f],
-    }
-}
-
-fn all_reduce_kind(groups: Vec<Vec<i64>>) -> OpKind {
-    OpKind::AllReduce {
-        replica_groups: groups,
-        channel_id: None,
-        use_global_device_ids: false,
-    }
-}
-
-/// `main(x) = all_reduce(x)` over `groups` with a plain binary region.
-fn reduce_module(op: BinaryOp, groups: Vec<Vec<i64>>, shape: &[i64]) -> Module {
-    let mut fb = FuncBuilder::new("main", Visibility::Public);
-    let x = fb.param(f32t(shape));
-    let body = fb.binary_region(op, ElemType::F32).unwrap();
-    let y = fb
-        .push(all_reduce_kind(groups), &[x], vec![body], None)
-        .unwrap()[0];
-    module(fb.finish(&[y]).unwrap())
 }
 
 fn f32v(data: Vec<f32>) -> Value<f32> {
@@ -64,7 +38,7 @@ fn generic(replicas: usize) -> EvalOptions {
 
 #[test]
 fn two_replicas_sum_their_operands() {
-    let m = reduce_module(BinaryOp::Add, vec![vec![0, 1]], &[3]);
+    let m = all_reduce_module(BinaryOp::Add, vec![vec![0, 1]], &[3]);
     let a = vec![1.5f32, -2.0, 0.25];
     let b = vec![0.5f32, 7.0, -0.125];
     let ev = eval_replicas(
@@ -85,7 +59,7 @@ fn two_replicas_sum_their_operands() {
 /// replica order, bit for bit.
 #[test]
 fn the_fold_is_in_replica_order_and_identical_on_every_replica() {
-    let m = reduce_module(BinaryOp::Add, vec![vec![0, 1, 2]], &[2]);
+    let m = all_reduce_module(BinaryOp::Add, vec![vec![0, 1, 2]], &[2]);
     let vals = [vec![1e8f32, 1.0], vec![-1e8f32, 1e8], vec![1.0f32, -1e8]];
     let left = |k: usize| (vals[0][k] + vals[1][k]) + vals[2][k];
     let right = |k: usize| vals[0][k] + (vals[1][k] + vals[2][k]);
@@ -108,7 +82,7 @@ fn the_fold_is_in_replica_order_and_identical_on_every_replica() {
 
 #[test]
 fn replica_groups_partition_the_replicas() {
-    let m = reduce_module(BinaryOp::Maximum, vec![vec![0, 2], vec![3, 1]], &[2]);
+    let m = all_reduce_module(BinaryOp::Maximum, vec![vec![0, 2], vec![3, 1]], &[2]);
     let vals = [[1.0, 9.0], [4.0, -1.0], [3.0, 2.0], [0.5, 5.0]];
     let ev = eval_replicas(
         &m,
@@ -142,7 +116,7 @@ fn a_general_region_folds_in_group_order() {
     let y = fb
         .push(all_reduce_kind(vec![vec![2, 0, 1]]), &[x], vec![body], None)
         .unwrap()[0];
-    let m = module(fb.finish(&[y]).unwrap());
+    let m = single_func_module(fb.finish(&[y]).unwrap());
     let vals = [[1.0, 10.0], [100.0, 1000.0], [3.0, 5.0]];
     let ev = eval_replicas(
         &m,
@@ -181,7 +155,7 @@ fn consecutive_collectives_stay_in_step() {
         let h = fb.binary(BinaryOp::Multiply, s, c).unwrap();
         v = fb.binary(BinaryOp::Add, h, x).unwrap();
     }
-    let m = module(fb.finish(&[v]).unwrap());
+    let m = single_func_module(fb.finish(&[v]).unwrap());
     let inputs: Vec<Vec<f64>> = (0..4)
         .map(|r| (0..5).map(|k| (r * 5 + k) as f64 * 0.25 - 2.0).collect())
         .collect();
@@ -211,7 +185,7 @@ fn consecutive_collectives_stay_in_step() {
 
 #[test]
 fn plain_eval_func_refuses_more_than_one_replica() {
-    let m = reduce_module(BinaryOp::Add, vec![vec![0, 1]], &[1]);
+    let m = all_reduce_module(BinaryOp::Add, vec![vec![0, 1]], &[1]);
     let e = eval_func(&m, "main", vec![f64v(&[1], vec![1.0])], &generic(2)).unwrap_err();
     assert!(e.message.contains("eval_replicas"), "{e}");
     // One replica running a step whose groups name replica 1 would silently
@@ -220,7 +194,7 @@ fn plain_eval_func_refuses_more_than_one_replica() {
     let e = eval_func(&m, "main", vec![f64v(&[1], vec![3.0])], &generic(1)).unwrap_err();
     assert!(e.message.contains("only 1 replica"), "{e}");
     // With one replica in its only group the collective is the identity.
-    let single = reduce_module(BinaryOp::Add, vec![vec![0]], &[1]);
+    let single = all_reduce_module(BinaryOp::Add, vec![vec![0]], &[1]);
     let ev = eval_func(&single, "main", vec![f64v(&[1], vec![3.0])], &generic(1)).unwrap();
     assert_eq!(out_f64(&ev, 0), vec![3.0]);
 }
@@ -230,7 +204,7 @@ fn plain_eval_func_refuses_more_than_one_replica() {
 /// is replica 1's.
 #[test]
 fn a_failing_replica_ends_the_run_with_its_own_error() {
-    let m = reduce_module(BinaryOp::Add, vec![vec![0, 1]], &[2]);
+    let m = all_reduce_module(BinaryOp::Add, vec![vec![0, 1]], &[2]);
     let e = eval_replicas(
         &m,
         "main",
@@ -246,7 +220,7 @@ fn a_failing_replica_ends_the_run_with_its_own_error() {
 
 #[test]
 fn bad_replica_groups_and_counts_are_errors() {
-    let missing = reduce_module(BinaryOp::Add, vec![vec![0, 1]], &[1]);
+    let missing = all_reduce_module(BinaryOp::Add, vec![vec![0, 1]], &[1]);
     let three = || {
         (0..3)
             .map(|_| vec![f64v(&[1], vec![1.0])])
@@ -254,7 +228,7 @@ fn bad_replica_groups_and_counts_are_errors() {
     };
     let e = eval_replicas(&missing, "main", three(), &generic(3)).unwrap_err();
     assert!(e.message.contains("replica 2 appears 0 times"), "{e}");
-    let out_of_range = reduce_module(BinaryOp::Add, vec![vec![0, 1, 5]], &[1]);
+    let out_of_range = all_reduce_module(BinaryOp::Add, vec![vec![0, 1, 5]], &[1]);
     let e = eval_replicas(&out_of_range, "main", three(), &generic(3)).unwrap_err();
     assert!(e.message.contains("names replica 5"), "{e}");
     let e = eval_replicas(&missing, "main", three(), &generic(2)).unwrap_err();

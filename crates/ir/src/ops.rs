@@ -428,6 +428,48 @@ pub enum OpKind {
 }
 
 impl OpKind {
+    /// The names of the ops that are not elementwise unary/binary ones, in
+    /// declaration order: with [`UnaryOp::ALL`] and [`BinaryOp::ALL`] they are
+    /// every op the IR knows ([`OpKind::all_names`]). A new variant's name goes
+    /// here too; the generator's coverage test fails until it does.
+    pub const STRUCTURED_NAMES: [&'static str; 22] = [
+        "stablehlo.constant",
+        "stablehlo.compare",
+        "stablehlo.select",
+        "stablehlo.clamp",
+        "stablehlo.convert",
+        "stablehlo.reshape",
+        "stablehlo.transpose",
+        "stablehlo.broadcast_in_dim",
+        "stablehlo.reverse",
+        "stablehlo.slice",
+        "stablehlo.pad",
+        "stablehlo.concatenate",
+        "stablehlo.iota",
+        "stablehlo.dot_general",
+        "stablehlo.convolution",
+        "stablehlo.reduce",
+        "stablehlo.reduce_window",
+        "stablehlo.select_and_scatter",
+        "stablehlo.all_reduce",
+        "func.call",
+        "stablehlo.return",
+        "func.return",
+    ];
+
+    /// Every op name the IR knows, sorted (for "expected one of" messages and
+    /// coverage tests).
+    pub fn all_names() -> Vec<&'static str> {
+        let mut names: Vec<&'static str> = UnaryOp::ALL
+            .iter()
+            .map(|u| u.name())
+            .chain(BinaryOp::ALL.iter().map(|b| b.name()))
+            .chain(Self::STRUCTURED_NAMES)
+            .collect();
+        names.sort_unstable();
+        names
+    }
+
     /// The op's full name as printed (`stablehlo.add`, `func.call`, …).
     pub fn name(&self) -> &'static str {
         match self {

@@ -97,13 +97,7 @@ fn prefix_comparison_catches_a_pool_drift() {
 }
 
 fn retarget_pool(net: &mut NetSpec, layer: &str) {
-    let spec = net
-        .layers
-        .iter_mut()
-        .find(|(n, _)| n == layer)
-        .map(|(_, s)| s)
-        .expect("layer exists");
-    *spec = LayerSpec::MaxPool {
+    *net.layer_mut(layer).expect("layer exists") = LayerSpec::MaxPool {
         window: 3,
         stride: 2,
         pad: 1,

@@ -4,7 +4,7 @@
 
 use super::{plural, OpParts, PResult, ParseError, Parser};
 use crate::module::{Op, SrcLoc, ValueId};
-use crate::ops::{BinaryOp, OpKind, UnaryOp};
+use crate::ops::OpKind;
 use crate::types::TensorType;
 
 /// The result names an op defines: `%name` or `%name:count`, with positions.
@@ -187,36 +187,7 @@ impl Parser<'_> {
     }
 
     pub(super) fn unsupported(&self, name: &str, pos: usize) -> ParseError {
-        let mut names: Vec<&str> = UnaryOp::ALL
-            .iter()
-            .map(|u| u.name())
-            .chain(BinaryOp::ALL.iter().map(|b| b.name()))
-            .chain([
-                "stablehlo.constant",
-                "stablehlo.compare",
-                "stablehlo.select",
-                "stablehlo.clamp",
-                "stablehlo.convert",
-                "stablehlo.reshape",
-                "stablehlo.transpose",
-                "stablehlo.broadcast_in_dim",
-                "stablehlo.reverse",
-                "stablehlo.slice",
-                "stablehlo.pad",
-                "stablehlo.concatenate",
-                "stablehlo.iota",
-                "stablehlo.dot_general",
-                "stablehlo.convolution",
-                "stablehlo.reduce",
-                "stablehlo.reduce_window",
-                "stablehlo.select_and_scatter",
-                "stablehlo.all_reduce",
-                "stablehlo.return",
-                "func.call",
-                "func.return",
-            ])
-            .collect();
-        names.sort_unstable();
+        let names = OpKind::all_names();
         self.err_at(pos, format!("a supported op ({})", names.join(", ")), name)
     }
 }

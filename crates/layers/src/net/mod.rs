@@ -206,6 +206,15 @@ impl NetSpec {
         Ok((ps.len(), ps.iter().map(|p| p.ty.num_elements()).sum()))
     }
 
+    /// The layer named `name`, to edit a copy of a net (a test's drifted or
+    /// switched variant, a sweep's changed stage).
+    pub fn layer_mut(&mut self, name: &str) -> Option<&mut LayerSpec> {
+        self.layers
+            .iter_mut()
+            .find(|(n, _)| n == name)
+            .map(|(_, spec)| spec)
+    }
+
     /// The BN world of the net's batch norms, if it has any.
     pub fn bn_world(&self) -> Option<BnWorld> {
         self.layers.iter().find_map(|(_, l)| l.bn_world())

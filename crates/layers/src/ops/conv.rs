@@ -403,6 +403,64 @@ pub struct Conv2d {
     pub bias: bool,
 }
 
+/// The geometry, explicit-geometry backward and [`CertLayer`] of a conv layer
+/// that is a [`GroupedConv2d`] under another name: `$t` provides `grouped()`
+/// and `label()`, everything else is the grouped convolution's.
+macro_rules! conv_layer_via_grouped {
+    ($t:ty) => {
+        impl $t {
+            /// The per-axis geometry at an NCHW input type.
+            pub fn geometry(&self, input: &TensorType) -> Result<[AxisGeometry; 2], LayerError> {
+                self.grouped().geometry(&self.label(), input)
+            }
+
+            /// The backward map at an explicit geometry (the normal backward
+            /// passes [`Self::geometry`]; negative controls pass a wrong one).
+            pub fn backward_at(
+                &self,
+                fb: &mut FuncBuilder,
+                x: ValueId,
+                params: &[ValueId],
+                dy: ValueId,
+                geo: &[AxisGeometry; 2],
+            ) -> EmitResult<Grads> {
+                self.grouped().backward_at(fb, x, params, dy, geo)
+            }
+        }
+
+        impl CertLayer for $t {
+            fn name(&self) -> String {
+                self.label()
+            }
+            fn output_type(&self, input: &TensorType) -> Result<TensorType, LayerError> {
+                self.grouped().output_type(&self.label(), input)
+            }
+            fn params(&self, _: &TensorType) -> Vec<ParamSpec> {
+                self.grouped().params()
+            }
+            fn forward(
+                &self,
+                fb: &mut FuncBuilder,
+                x: ValueId,
+                params: &[ValueId],
+                _: &mut Sites,
+            ) -> EmitResult<Saved> {
+                self.grouped().forward(&self.label(), fb, x, params)
+            }
+            fn backward(
+                &self,
+                fb: &mut FuncBuilder,
+                x: ValueId,
+                params: &[ValueId],
+                _: &Saved,
+                dy: ValueId,
+            ) -> EmitResult<Grads> {
+                self.grouped().backward(&self.label(), fb, x, params, dy)
+            }
+        }
+    };
+}
+
 impl Conv2d {
     /// The shared convolution, one group.
     pub fn grouped(&self) -> GroupedConv2d {
@@ -417,27 +475,8 @@ impl Conv2d {
         }
     }
 
-    /// The per-axis geometry at an NCHW input type.
-    pub fn geometry(&self, input: &TensorType) -> Result<[AxisGeometry; 2], LayerError> {
-        self.grouped().geometry(&self.name(), input)
-    }
-
-    /// The backward map at an explicit geometry (the normal backward passes
-    /// [`Conv2d::geometry`]; negative controls pass a wrong one).
-    pub fn backward_at(
-        &self,
-        fb: &mut FuncBuilder,
-        x: ValueId,
-        params: &[ValueId],
-        dy: ValueId,
-        geo: &[AxisGeometry; 2],
-    ) -> EmitResult<Grads> {
-        self.grouped().backward_at(fb, x, params, dy, geo)
-    }
-}
-
-impl CertLayer for Conv2d {
-    fn name(&self) -> String {
+    /// The layer's name: kernel, stride, padding, channels, bias.
+    fn label(&self) -> String {
         format!(
             "conv2d k={} s={} {:?} {}→{}{}",
             self.k,
@@ -448,32 +487,9 @@ impl CertLayer for Conv2d {
             if self.bias { " +b" } else { "" }
         )
     }
-    fn output_type(&self, input: &TensorType) -> Result<TensorType, LayerError> {
-        self.grouped().output_type(&self.name(), input)
-    }
-    fn params(&self, _: &TensorType) -> Vec<ParamSpec> {
-        self.grouped().params()
-    }
-    fn forward(
-        &self,
-        fb: &mut FuncBuilder,
-        x: ValueId,
-        params: &[ValueId],
-        _: &mut Sites,
-    ) -> EmitResult<Saved> {
-        self.grouped().forward(&self.name(), fb, x, params)
-    }
-    fn backward(
-        &self,
-        fb: &mut FuncBuilder,
-        x: ValueId,
-        params: &[ValueId],
-        _: &Saved,
-        dy: ValueId,
-    ) -> EmitResult<Grads> {
-        self.grouped().backward(&self.name(), fb, x, params, dy)
-    }
 }
+
+conv_layer_via_grouped!(Conv2d);
 
 /// Depthwise conv: one `k×k` filter per channel, `W [ch, 1, k, k]`, emitted
 /// with `feature_group_count = ch`; optional bias `b [ch]`.
@@ -500,25 +516,8 @@ impl DepthwiseConv2d {
         }
     }
 
-    pub fn geometry(&self, input: &TensorType) -> Result<[AxisGeometry; 2], LayerError> {
-        self.grouped().geometry(&self.name(), input)
-    }
-
-    /// The backward map at an explicit geometry (see [`Conv2d::backward_at`]).
-    pub fn backward_at(
-        &self,
-        fb: &mut FuncBuilder,
-        x: ValueId,
-        params: &[ValueId],
-        dy: ValueId,
-        geo: &[AxisGeometry; 2],
-    ) -> EmitResult<Grads> {
-        self.grouped().backward_at(fb, x, params, dy, geo)
-    }
-}
-
-impl CertLayer for DepthwiseConv2d {
-    fn name(&self) -> String {
+    /// The layer's name: kernel, stride, padding, channels, bias.
+    fn label(&self) -> String {
         format!(
             "depthwise_conv2d k={} s={} {:?} ch={}{}",
             self.k,
@@ -528,32 +527,9 @@ impl CertLayer for DepthwiseConv2d {
             if self.bias { " +b" } else { "" }
         )
     }
-    fn output_type(&self, input: &TensorType) -> Result<TensorType, LayerError> {
-        self.grouped().output_type(&self.name(), input)
-    }
-    fn params(&self, _: &TensorType) -> Vec<ParamSpec> {
-        self.grouped().params()
-    }
-    fn forward(
-        &self,
-        fb: &mut FuncBuilder,
-        x: ValueId,
-        params: &[ValueId],
-        _: &mut Sites,
-    ) -> EmitResult<Saved> {
-        self.grouped().forward(&self.name(), fb, x, params)
-    }
-    fn backward(
-        &self,
-        fb: &mut FuncBuilder,
-        x: ValueId,
-        params: &[ValueId],
-        _: &Saved,
-        dy: ValueId,
-    ) -> EmitResult<Grads> {
-        self.grouped().backward(&self.name(), fb, x, params, dy)
-    }
 }
+
+conv_layer_via_grouped!(DepthwiseConv2d);
 
 fn conv(k: i64, stride: i64, padding: Padding, in_ch: i64, out_ch: i64, bias: bool) -> Conv2d {
     Conv2d {
