@@ -224,3 +224,76 @@ fn malformed_pairs_are_usage_errors() {
     let e = merge_pair(&fwd, &fwd, Some("nope"), None).unwrap_err();
     assert!(e.0.contains("no function @nope"), "{e}");
 }
+
+/// The issue-21 block (depthwise conv, ReLU6, SiLU, squeeze-excite; JAX's
+/// export and its jax.vjp): at scale-8 points the SE gate's `1/(1+exp(−z))`
+/// overflows in the dual-number J·v. Such a point is no evidence and is
+/// resampled — the pair certifies at the seeds that used to be refuted with
+/// "discrepancy NaN" — while the backward with a planted gate-derivative bug
+/// is still refuted at every one of those seeds.
+#[test]
+fn a_non_finite_probe_is_resampled_never_a_verdict() {
+    let fwd = data("se_block.fwd.mlir");
+    let pair = merge_pair(&fwd, &data("se_block.jax.mlir"), None, None).unwrap();
+    let bug = merge_pair(&fwd, &data("se_block.bug.mlir"), None, None).unwrap();
+    let mut resampled = 0;
+    for seed in [4, 12, 22, 23] {
+        let opts = TieOptions {
+            seed,
+            ..TieOptions::default()
+        };
+        let r = check_pair(&pair, None, &opts).unwrap();
+        assert!(r.certified(), "seed {seed}: {:?}", r.tie.verdict);
+        resampled += r.tie.non_finite_resampled.len();
+        for why in &r.tie.non_finite_resampled {
+            assert!(
+                why.contains("non-finite at stablehlo.") && why.contains("line"),
+                "names the op and line where it began: {why}"
+            );
+        }
+        let b = check_pair(&bug, None, &opts).unwrap();
+        let (_, detail) = refutation(&b);
+        assert!(!detail.contains("NaN"), "seed {seed}: {detail}");
+    }
+    assert!(resampled > 0, "the seeds chosen do meet the overflow");
+}
+
+/// A forward, exp((1000·x)²), that overflows at every sampled point leaves the pair
+/// UNDECIDED, naming the op where the non-finite value began — not REFUTED.
+#[test]
+fn a_pair_that_overflows_everywhere_is_undecided_with_the_op() {
+    let fwd = parse(
+        "func.func @main(%x: tensor<3xf32>) -> tensor<3xf32> {
+  %k = stablehlo.constant dense<1.0e3> : tensor<3xf32>
+  %y = stablehlo.multiply %x, %k : tensor<3xf32>
+  %s = stablehlo.multiply %y, %y : tensor<3xf32>
+  %e = stablehlo.exponential %s : tensor<3xf32>
+  return %e : tensor<3xf32>
+}",
+        "overflow.fwd",
+    );
+    let bwd = parse(
+        "func.func @main(%x: tensor<3xf32>, %dy: tensor<3xf32>) -> tensor<3xf32> {
+  %k = stablehlo.constant dense<1.0e3> : tensor<3xf32>
+  %two = stablehlo.constant dense<2.0> : tensor<3xf32>
+  %y = stablehlo.multiply %x, %k : tensor<3xf32>
+  %s = stablehlo.multiply %y, %y : tensor<3xf32>
+  %e = stablehlo.exponential %s : tensor<3xf32>
+  %y2 = stablehlo.multiply %y, %two : tensor<3xf32>
+  %ds = stablehlo.multiply %y2, %k : tensor<3xf32>
+  %d = stablehlo.multiply %e, %ds : tensor<3xf32>
+  %dx = stablehlo.multiply %d, %dy : tensor<3xf32>
+  return %dx : tensor<3xf32>
+}",
+        "overflow.bwd",
+    );
+    let r = check(&fwd, &bwd);
+    match &r.tie.verdict {
+        Verdict::Undecided { reason } => assert!(
+            reason.contains("no sampled point gave finite values")
+                && reason.contains("stablehlo.exponential"),
+            "{reason}"
+        ),
+        v => panic!("expected UNDECIDED, got {v:?}"),
+    }
+}

@@ -124,6 +124,12 @@ fn print_report(args: &CheckVjpArgs, r: &PairReport) {
     if !t.kinks_resampled.is_empty() {
         println!("  kinks resampled: {}", t.kinks_resampled.join("; "));
     }
+    if let Some(first) = t.non_finite_resampled.first() {
+        println!(
+            "  non-finite points resampled (no evidence either way): {}; first: {first}",
+            t.non_finite_resampled.len()
+        );
+    }
     match &t.verdict {
         Verdict::Certified => {}
         Verdict::Refuted { block, detail } => {
@@ -158,6 +164,7 @@ fn to_json(args: &CheckVjpArgs, r: &PairReport) -> serde_json::Value {
         "failure_bound": t.failure_bound,
         "min_margin": t.min_margin.as_ref().map(|m| json!({"site": m.site, "index": m.index, "margin": m.margin})),
         "kinks_resampled": t.kinks_resampled,
+        "non_finite_resampled": t.non_finite_resampled,
         "flat_ties": t.flat_ties,
         "inputs": r.inputs.iter().enumerate().map(|(i, (ty, cot))| {
             let br = cot.as_ref().and_then(|c| t.block_results.iter().find(|b| &b.name == c));

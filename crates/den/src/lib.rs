@@ -13,7 +13,7 @@ pub mod scalar;
 pub mod tensor;
 pub mod value;
 
-pub use eval::{eval_func, eval_replicas, EvalError, EvalOptions, Evaluation, Margin};
+pub use eval::{eval_func, eval_replicas, EvalError, EvalOptions, Evaluation, Margin, NonFinite};
 pub use scalar::{Bf16, Dual, Exact, NotExact, Scalar};
 pub use tensor::{row_major_strides, Tensor};
 pub use value::Value;

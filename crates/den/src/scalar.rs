@@ -155,6 +155,11 @@ pub trait Scalar: Clone + Debug + Send + Sync + 'static {
     fn undefined(&self) -> Option<String> {
         None
     }
+    /// Whether every component is a finite number (a dual number's tangent
+    /// included: an overflow can leave the primal finite and its tangent NaN).
+    fn all_finite(&self) -> bool {
+        self.to_f64().is_finite()
+    }
 }
 
 /// erf in f64: the everywhere-convergent series with positive terms
@@ -676,6 +681,9 @@ impl<S: Scalar> Scalar for Dual<S> {
     }
     fn undefined(&self) -> Option<String> {
         self.value.undefined().or_else(|| self.tangent.undefined())
+    }
+    fn all_finite(&self) -> bool {
+        self.value.all_finite() && self.tangent.all_finite()
     }
 }
 

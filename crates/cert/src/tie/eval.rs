@@ -14,27 +14,7 @@ impl Tie<'_> {
         tangents: &[Tensor<S>],
         record: bool,
     ) -> Result<(Vec<Tensor<S>>, Vec<den::Margin>), String> {
-        let inputs: Vec<Value<Dual<S>>> = point
-            .iter()
-            .enumerate()
-            .map(|(arg, p)| match p {
-                Value::Float(pt, elem) => {
-                    let b = self
-                        .blocks
-                        .iter()
-                        .position(|b| b.arg == arg)
-                        .expect("float arguments are blocks");
-                    let data = pt
-                        .data
-                        .iter()
-                        .zip(&tangents[b].data)
-                        .map(|(a, t)| Dual::new(a.clone(), t.clone()))
-                        .collect();
-                    Value::Float(Tensor::new(pt.shape.clone(), data), *elem)
-                }
-                Value::Int(t, e) => Value::Int(t.clone(), *e),
-            })
-            .collect();
+        let inputs = self.jvp_inputs(point, tangents);
         let opts = EvalOptions {
             fast: true,
             record_margins: record,
@@ -67,14 +47,7 @@ impl Tie<'_> {
         point: &[Value<S>],
         u: &[Tensor<S>],
     ) -> Result<Vec<Tensor<S>>, String> {
-        let mut inputs = point.to_vec();
-        for (t, ty) in u.iter().zip(&self.outputs) {
-            inputs.push(if ty.elem.is_float() {
-                Value::Float(t.clone(), ty.elem)
-            } else {
-                Value::Int(Tensor::filled(t.shape.clone(), 0), ty.elem)
-            });
-        }
+        let inputs = self.vjp_inputs(point, u);
         let opts = EvalOptions {
             fast: true,
             ..Default::default()
@@ -95,5 +68,86 @@ impl Tie<'_> {
                 })
             })
             .collect()
+    }
+
+    /// The forward's inputs for J·v: the point, each float argument carrying
+    /// its block's tangent.
+    fn jvp_inputs<S: Scalar>(
+        &self,
+        point: &[Value<S>],
+        tangents: &[Tensor<S>],
+    ) -> Vec<Value<Dual<S>>> {
+        point
+            .iter()
+            .enumerate()
+            .map(|(arg, p)| match p {
+                Value::Float(pt, elem) => {
+                    let b = self
+                        .blocks
+                        .iter()
+                        .position(|b| b.arg == arg)
+                        .expect("float arguments are blocks");
+                    let data = pt
+                        .data
+                        .iter()
+                        .zip(&tangents[b].data)
+                        .map(|(a, t)| Dual::new(a.clone(), t.clone()))
+                        .collect();
+                    Value::Float(Tensor::new(pt.shape.clone(), data), *elem)
+                }
+                Value::Int(t, e) => Value::Int(t.clone(), *e),
+            })
+            .collect()
+    }
+
+    /// The backward's inputs for B(u): the point, then one cotangent per
+    /// forward result (zeros of an integer result's type).
+    fn vjp_inputs<S: Scalar>(&self, point: &[Value<S>], u: &[Tensor<S>]) -> Vec<Value<S>> {
+        let mut inputs = point.to_vec();
+        for (t, ty) in u.iter().zip(&self.outputs) {
+            inputs.push(if ty.elem.is_float() {
+                Value::Float(t.clone(), ty.elem)
+            } else {
+                Value::Int(Tensor::filled(t.shape.clone(), 0), ty.elem)
+            });
+        }
+        inputs
+    }
+
+    /// Where the non-finite values of the forward's J·v at `tangents` (or, with
+    /// `u`, of the backward's B(u)) began: op, function, line and element.
+    pub(super) fn non_finite_origin<S: Scalar>(
+        &self,
+        point: &[Value<S>],
+        tangents: &[Tensor<S>],
+        u: Option<&[Tensor<S>]>,
+    ) -> String {
+        let opts = EvalOptions {
+            fast: false,
+            record_margins: true,
+            replicas: 1,
+        };
+        let (side, origin) = match u {
+            None => (
+                "the forward's J·v",
+                eval_func::<Dual<S>>(
+                    self.module,
+                    &self.forward.name,
+                    self.jvp_inputs(point, tangents),
+                    &opts,
+                )
+                .map(|ev| ev.first_non_finite),
+            ),
+            Some(u) => (
+                "the backward",
+                eval_func::<S>(self.module, self.backward, self.vjp_inputs(point, u), &opts)
+                    .map(|ev| ev.first_non_finite),
+            ),
+        };
+        match origin {
+            Ok(Some(at)) => format!("{side} became non-finite at {at}"),
+            Ok(None) => format!("{side} is non-finite (from a non-finite input)"),
+            Err(e) => format!("{side} is non-finite; re-evaluating it failed: {e}"),
+        }
     }
 }

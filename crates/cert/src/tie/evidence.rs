@@ -48,11 +48,31 @@ pub fn multi_index(mut flat: usize, shape: &[usize]) -> String {
     format!("[{}]", parts.join(", "))
 }
 
+/// What ends the evidence at one point early.
+pub(super) enum PointStop {
+    /// The tie's verdict: a refuted block, or an evaluation that failed.
+    Verdict(Verdict),
+    /// A non-finite value (an overflow at this point's scale) and where it
+    /// began: no evidence either way, never a verdict; the point is resampled.
+    NonFinite(String),
+}
+
+impl From<Verdict> for PointStop {
+    fn from(v: Verdict) -> Self {
+        PointStop::Verdict(v)
+    }
+}
+
+fn all_finite<S: Scalar>(ts: &[Tensor<S>]) -> bool {
+    ts.iter().all(|t| t.data.iter().all(|x| x.all_finite()))
+}
+
 impl Tie<'_> {
     /// The adjoint identity for `opts.probes` random cotangents u, each against
     /// a random tangent v of every block in turn; each block's largest relative
-    /// discrepancy goes into `report`. `Err` is the verdict that ends the tie: a
-    /// refuted block, or an evaluation that failed.
+    /// discrepancy goes into `report`. `Err` ends the point: the verdict that
+    /// ends the tie (a refuted block, a failed evaluation), or a non-finite
+    /// value, after which the point is resampled.
     pub(super) fn check_adjoint<S: Scalar>(
         &self,
         point: &[Value<S>],
@@ -61,7 +81,7 @@ impl Tie<'_> {
         opts: &TieOptions,
         point_scale: f64,
         report: &mut TieReport,
-    ) -> Result<(), Verdict> {
+    ) -> Result<(), PointStop> {
         let names = self.block_names();
         let types = self.block_types();
         for _ in 0..opts.probes {
@@ -71,9 +91,17 @@ impl Tie<'_> {
                 Err(e) => {
                     return Err(Verdict::Undecided {
                         reason: format!("backward evaluation failed: {e}"),
-                    });
+                    }
+                    .into());
                 }
             };
+            if !all_finite(&claimed) {
+                return Err(PointStop::NonFinite(self.non_finite_origin(
+                    point,
+                    &self.zeros::<S>(),
+                    Some(&u),
+                )));
+            }
             for (b, ty) in types.iter().enumerate() {
                 let mut tangents = self.zeros::<S>();
                 tangents[b] = self.random_like(rng, &shape_of(ty), exact);
@@ -82,9 +110,15 @@ impl Tie<'_> {
                     Err(e) => {
                         return Err(Verdict::Undecided {
                             reason: format!("forward evaluation failed: {e}"),
-                        });
+                        }
+                        .into());
                     }
                 };
+                if !all_finite(&jv) {
+                    return Err(PointStop::NonFinite(
+                        self.non_finite_origin(point, &tangents, None),
+                    ));
+                }
                 let lhs = dot_all(&u, &jv);
                 let rhs = dot(&claimed[b].data, &tangents[b].data);
                 // Magnitude the rounding error is relative to: the terms of both
@@ -94,6 +128,13 @@ impl Tie<'_> {
                 let scale = abs_dot_all(&u, &jv)
                     + abs_dot(&claimed[b].data, &tangents[b].data)
                     + (abs_dot_all(&u, &u) * abs_dot(&tangents[b].data, &tangents[b].data)).sqrt();
+                if !(lhs.all_finite() && rhs.all_finite() && scale.is_finite()) {
+                    return Err(PointStop::NonFinite(format!(
+                        "the adjoint sums ⟨u, J·v⟩ = {:e}, ⟨B(u), v⟩ = {:e} overflow",
+                        lhs.to_f64(),
+                        rhs.to_f64()
+                    )));
+                }
                 let (ok, diff) = self.equal(&lhs, &rhs, scale, exact, opts.f64_tolerance);
                 let br = &mut report.block_results[b];
                 br.probes += 1;
@@ -102,13 +143,13 @@ impl Tie<'_> {
                     .max(diff / scale.max(f64::MIN_POSITIVE));
                 if !ok {
                     let loc = self.localise(point, b, &u, &claimed[b], opts.localise_limit);
-                    return Err(Verdict::Refuted {
+                    return Err(PointStop::Verdict(Verdict::Refuted {
                         block: names[b].clone(),
                         detail: format!(
                             "⟨u, J·v⟩ − ⟨B(u), v⟩ = {diff:.3e} (scale {scale:.3e}) at a point of scale {scale_pt}; {loc}",
                             scale_pt = scale_label(point_scale)
                         ),
-                    });
+                    }));
                 }
             }
         }
@@ -166,13 +207,13 @@ impl Tie<'_> {
     }
 
     /// Compare J (by basis tangents) with B (by basis cotangents) entry by entry;
-    /// `Some(verdict)` on a mismatch or failure.
+    /// `Some` on a mismatch, a failure, or a non-finite entry.
     pub(super) fn full_jacobian<S: Scalar>(
         &self,
         point: &[Value<S>],
         exact: bool,
         tol: f64,
-    ) -> Option<Verdict> {
+    ) -> Option<PointStop> {
         let names = self.block_names();
         // Rows of J: (result k, flat index j) for every float result.
         let cells: Vec<(usize, usize)> = self
@@ -191,8 +232,15 @@ impl Tie<'_> {
                 .collect();
             u[k].data[j] = S::one();
             match self.vjp(point, &u) {
+                Ok(r) if !all_finite(&r) => {
+                    return Some(PointStop::NonFinite(self.non_finite_origin(
+                        point,
+                        &self.zeros::<S>(),
+                        Some(&u),
+                    )))
+                }
                 Ok(r) => rows.push(r),
-                Err(e) => return Some(Verdict::Undecided { reason: e }),
+                Err(e) => return Some(Verdict::Undecided { reason: e }.into()),
             }
         }
         let mut tangents = self.zeros::<S>();
@@ -200,8 +248,13 @@ impl Tie<'_> {
             for i in 0..tangents[b].len() {
                 tangents[b].data[i] = S::one();
                 let col = match self.jvp(point, &tangents, false) {
+                    Ok((c, _)) if !all_finite(&c) => {
+                        return Some(PointStop::NonFinite(
+                            self.non_finite_origin(point, &tangents, None),
+                        ))
+                    }
                     Ok((c, _)) => c,
-                    Err(e) => return Some(Verdict::Undecided { reason: e }),
+                    Err(e) => return Some(Verdict::Undecided { reason: e }.into()),
                 };
                 tangents[b].data[i] = S::zero();
                 for (&(k, j), row) in cells.iter().zip(&rows) {
@@ -210,7 +263,7 @@ impl Tie<'_> {
                     let scale = col.data[j].to_f64().abs() + row[b].data[i].to_f64().abs() + 1.0;
                     let (ok, diff) = self.equal(&col.data[j], &row[b].data[i], scale, exact, tol);
                     if !ok {
-                        return Some(Verdict::Refuted {
+                        return Some(PointStop::Verdict(Verdict::Refuted {
                             block: name.clone(),
                             detail: format!(
                                 "full Jacobian: ∂y{}{}/∂{}{} is {:.6e}, the backward map gives {:.6e} (gap {diff:.3e})",
@@ -221,7 +274,7 @@ impl Tie<'_> {
                                 col.data[j].to_f64(),
                                 row[b].data[i].to_f64()
                             ),
-                        });
+                        }));
                     }
                 }
             }

@@ -164,6 +164,9 @@ pub struct TieReport {
     pub min_margin: Option<MarginReport>,
     /// Kinks met (and resampled away from).
     pub kinks_resampled: Vec<String>,
+    /// Points dropped because a value became non-finite (an overflow at the
+    /// point's scale), each with where it began; never a verdict.
+    pub non_finite_resampled: Vec<String>,
     /// Ties accepted at certified points because the forward is flat across
     /// them (see `TieOptions::accept_flat_ties`): site, index, count.
     pub flat_ties: Vec<String>,
@@ -201,6 +204,7 @@ impl TieReport {
             full_jacobian: false,
             min_margin: None,
             kinks_resampled: Vec::new(),
+            non_finite_resampled: Vec::new(),
             flat_ties: Vec::new(),
             coverage: Vec::new(),
             block_results: Vec::new(),

@@ -3,6 +3,7 @@
 //! point through the phases in order; the first refutation or failed
 //! evaluation ends the tie.
 
+use super::evidence::PointStop;
 use super::margins::Sites;
 use super::{BlockResult, Evidence, TieReport, Verdict};
 use super::{Tie, TieOptions, PROBE_RANGE};
@@ -53,7 +54,14 @@ impl Tie<'_> {
             || (sites.missing_outcomes() && attempt < opts.max_attempts)
         {
             if attempt >= opts.max_attempts {
-                report.verdict = if report.points == 0 {
+                report.verdict = if report.points == 0 && !report.non_finite_resampled.is_empty() {
+                    Verdict::Undecided {
+                        reason: format!(
+                            "no sampled point gave finite values ({})",
+                            report.non_finite_resampled.join("; ")
+                        ),
+                    }
+                } else if report.points == 0 {
                     Verdict::Undecided {
                         reason: format!(
                             "{} on a kink ({})",
@@ -90,18 +98,27 @@ impl Tie<'_> {
             }
             self.record_min_margin(&margins, &mut report);
 
-            // Adjoint identity, block by block.
-            if let Err(v) = self.check_adjoint(&point, &mut rng, exact, opts, scale, &mut report) {
-                report.verdict = v;
-                return report;
-            }
-
-            // Full Jacobian at small sizes: every entry.
-            if full {
-                if let Some(v) = self.full_jacobian(&point, exact, opts.f64_tolerance) {
+            // Adjoint identity, block by block; then, at small sizes, the full
+            // Jacobian entry by entry. A non-finite value is no evidence: the
+            // point is dropped and the next one drawn (the scales cycle, so a
+            // scale-8 overflow is followed by a scale-0.25 point).
+            let stop = match self.check_adjoint(&point, &mut rng, exact, opts, scale, &mut report) {
+                Err(stop) => Some(stop),
+                Ok(()) if full => self.full_jacobian(&point, exact, opts.f64_tolerance),
+                Ok(()) => None,
+            };
+            match stop {
+                Some(PointStop::Verdict(v)) => {
                     report.verdict = v;
                     return report;
                 }
+                Some(PointStop::NonFinite(origin)) => {
+                    report
+                        .non_finite_resampled
+                        .push(format!("scale {scale}: {origin}"));
+                    continue;
+                }
+                None => {}
             }
             report.points += 1;
             self.record_sites(&margins, &mut sites, &mut report);

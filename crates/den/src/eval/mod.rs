@@ -76,6 +76,38 @@ pub struct Margin {
 pub struct Evaluation<S> {
     pub outputs: Vec<Value<S>>,
     pub margins: Vec<Margin>,
+    /// When margins are recorded: the first op (in execution order) that made
+    /// a non-finite float (NaN, ±inf, or a dual number with a non-finite
+    /// tangent) from finite operands — where an overflow began. Constants are
+    /// not counted: a `-inf` reduction init is deliberate.
+    pub first_non_finite: Option<NonFinite>,
+}
+
+/// Where a non-finite value first appeared in an evaluation.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NonFinite {
+    pub func: String,
+    pub op: &'static str,
+    pub line: Option<u32>,
+    /// Flat index of the first non-finite element of the op's first such result.
+    pub index: usize,
+    /// The element's primal value (NaN, ±inf, or finite with a non-finite tangent).
+    pub value: f64,
+}
+
+impl fmt::Display for NonFinite {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} in @{}", self.op, self.func)?;
+        if let Some(l) = self.line {
+            write!(f, " line {l}")?;
+        }
+        write!(f, ", element {}", self.index)?;
+        if self.value.is_finite() {
+            write!(f, " (value {:e} with a non-finite derivative)", self.value)
+        } else {
+            write!(f, " (value {})", self.value)
+        }
+    }
 }
 
 /// Why an evaluation failed: where, and what.
@@ -192,12 +224,17 @@ pub fn eval_func<S: Scalar>(
         opts,
         margins: Vec::new(),
         margin_slot: HashMap::new(),
+        first_non_finite: None,
         depth: 0,
     };
     let outputs = interp.call(f, inputs)?;
     let mut margins = interp.margins;
     margins.sort_by(|a, b| a.func.cmp(&b.func).then(a.op_index.cmp(&b.op_index)));
-    Ok(Evaluation { outputs, margins })
+    Ok(Evaluation {
+        outputs,
+        margins,
+        first_non_finite: interp.first_non_finite,
+    })
 }
 
 /// Calls deeper than this are taken to be runaway recursion.
@@ -209,6 +246,7 @@ struct Interp<'m> {
     margins: Vec<Margin>,
     /// (function, op index) → position in `margins`.
     margin_slot: HashMap<(String, usize), usize>,
+    first_non_finite: Option<NonFinite>,
     depth: usize,
 }
 
@@ -310,6 +348,9 @@ impl<'m> Interp<'m> {
                     .map_err(|e| e.place(f, op));
             }
             let results = self.eval_op(f, env, op, idx).map_err(|e| e.place(f, op))?;
+            if self.opts.record_margins && self.first_non_finite.is_none() {
+                self.note_non_finite(f, env, op, &results);
+            }
             if results.len() != op.results.len() {
                 return Err(Fail::msg(format!(
                     "produced {} results, the op declares {}",
@@ -352,6 +393,41 @@ impl<'m> Interp<'m> {
             line: None,
             message: "block has no terminator".into(),
         })
+    }
+
+    /// Remember `op` as where non-finite values began if it made one from
+    /// finite float operands (see [`Evaluation::first_non_finite`]).
+    fn note_non_finite<S: Scalar>(
+        &mut self,
+        f: &Func,
+        env: &Env<S>,
+        op: &Op,
+        results: &[Value<S>],
+    ) {
+        if matches!(op.kind, OpKind::Constant(_)) {
+            return;
+        }
+        let first_bad = |v: &Value<S>| {
+            v.as_float()
+                .and_then(|t| t.data.iter().position(|x| !x.all_finite()))
+                .map(|i| (i, v.as_float().map_or(0.0, |t| t.data[i].to_f64())))
+        };
+        let Some((index, value)) = results.iter().find_map(first_bad) else {
+            return;
+        };
+        let operands_finite = op
+            .operands
+            .iter()
+            .all(|v| get(env, *v).map_or(true, |x| first_bad(x).is_none()));
+        if operands_finite {
+            self.first_non_finite = Some(NonFinite {
+                func: f.name.clone(),
+                op: op.kind.name(),
+                line: op.loc.line(),
+                index,
+                value,
+            });
+        }
     }
 
     fn record(&mut self, f: &Func, op: &Op, op_index: usize, d: &Decisions) {
