@@ -153,23 +153,30 @@ def check_case(case: dict, case_dir: str, certgrad: str, work: str, timeout: flo
     return ok, f"norm {norm:.2e} elem {elem:.2e} thr {thr:.0e} | {note}"
 
 
-def run_text_on_xla(case: dict, case_dir: str, out_dir: str) -> None:
-    """Compile CASE.mlir from its text with XLA CPU and write out_K.npy, like
-    `certgrad run` would. Uses jaxlib internals (stable enough to pin)."""
+def xla_run_text(text: str, arrays: list) -> list:
+    """Compile StableHLO `text` with XLA CPU and run it on `arrays`; the outputs
+    as numpy arrays. Uses jaxlib internals (stable enough to pin)."""
     import jax
     from jax._src import xla_bridge
     from jax._src.lib import xla_client
 
     backend = xla_bridge.get_backend("cpu")
-    with open(os.path.join(case_dir, case["file"])) as fh:
-        text = fh.read()
     devices = xla_client.DeviceList(tuple(backend.devices()[:1]))
     executable = backend.compile_and_load(text, devices, xla_client.CompileOptions())
-    args = [jax.device_put(np.load(os.path.join(case_dir, f))) for f in case["inputs"]]
+    args = [jax.device_put(a) for a in arrays]
     results = executable.execute_sharded(args).disassemble_into_single_device_arrays()
+    return [np.asarray(per_device[0]) for per_device in results]
+
+
+def run_text_on_xla(case: dict, case_dir: str, out_dir: str) -> None:
+    """Run CASE.mlir from its text on XLA CPU and write out_K.npy, like
+    `certgrad run` would."""
+    with open(os.path.join(case_dir, case["file"])) as fh:
+        text = fh.read()
+    outs = xla_run_text(text, [np.load(os.path.join(case_dir, f)) for f in case["inputs"]])
     os.makedirs(out_dir, exist_ok=True)
-    for k, per_device in enumerate(results):
-        np.save(os.path.join(out_dir, f"out_{k}.npy"), np.asarray(per_device[0]))
+    for k, out in enumerate(outs):
+        np.save(os.path.join(out_dir, f"out_{k}.npy"), out)
 
 
 def xla_text_case(case: dict, case_dir: str, work: str, floor: float) -> tuple[bool, str]:
