@@ -297,3 +297,35 @@ fn a_pair_that_overflows_everywhere_is_undecided_with_the_op() {
         v => panic!("expected UNDECIDED, got {v:?}"),
     }
 }
+
+/// A ReLU6 backward whose mask threshold moved from 6 to 6.06 (JAX's clip
+/// backward with the constant changed): random points rarely put a conv
+/// output in (6, 6.06) — without boundary points some seeds certify the bug —
+/// but boundary points put each decision's operand just above and below
+/// every threshold either side compares against, so every seed refutes it,
+/// and the correct jax.vjp backward still certifies with them.
+#[test]
+fn boundary_points_refute_a_moved_threshold_that_random_points_miss() {
+    let fwd = data("conv_relu6.fwd.mlir");
+    let ok = merge_pair(&fwd, &data("conv_relu6.jax.mlir"), None, None).unwrap();
+    let bug = merge_pair(&fwd, &data("conv_relu6.bug.mlir"), None, None).unwrap();
+    let with = |seed, boundary_points| TieOptions {
+        seed,
+        boundary_points,
+        ..TieOptions::default()
+    };
+    let seeds = [0, 2, 3];
+    let missed = seeds
+        .iter()
+        .filter(|&&s| check_pair(&bug, None, &with(s, 0)).unwrap().certified())
+        .count();
+    assert!(missed > 0, "the band is narrow enough that random points miss it");
+    for seed in seeds {
+        let r = check_pair(&bug, None, &with(seed, 16)).unwrap();
+        let (_, detail) = refutation(&r);
+        assert!(detail.contains("at a boundary point"), "seed {seed}: {detail}");
+        let good = check_pair(&ok, None, &with(seed, 16)).unwrap();
+        assert!(good.certified(), "seed {seed}: {:?}", good.tie.verdict);
+        assert!(good.tie.boundary_points > 0, "seed {seed}: boundary points were checked");
+    }
+}

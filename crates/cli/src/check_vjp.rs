@@ -18,6 +18,7 @@ pub struct CheckVjpArgs<'a> {
     pub at: &'a [PathBuf],
     pub seed: u64,
     pub probes: usize,
+    pub boundary_points: usize,
     pub json: Option<&'a Path>,
 }
 
@@ -47,6 +48,7 @@ pub fn check_vjp(args: &CheckVjpArgs) -> Result<()> {
     let opts = TieOptions {
         seed: args.seed,
         probes: args.probes,
+        boundary_points: args.boundary_points,
         ..Default::default()
     };
     let report = check_pair(&pair, at.as_deref(), &opts).map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -93,13 +95,18 @@ fn print_report(args: &CheckVjpArgs, r: &PairReport) {
         }
     }
     println!(
-        "  point: {}; {} point(s) certified, {} probe(s) per input and point{}{}",
+        "  point: {}; {} point(s) certified{}, {} probe(s) per input and point{}{}",
         if r.given_point {
             "given (--at)"
         } else {
             "seeded random"
         },
         t.points,
+        if t.boundary_points > 0 {
+            format!(" + {} boundary point(s)", t.boundary_points)
+        } else {
+            String::new()
+        },
         t.probes,
         if t.full_jacobian {
             ", full Jacobian compared"
@@ -159,6 +166,7 @@ fn to_json(args: &CheckVjpArgs, r: &PairReport) -> serde_json::Value {
         "seed": args.seed,
         "probes": t.probes,
         "points": t.points,
+        "boundary_points": t.boundary_points,
         "given_point": r.given_point,
         "full_jacobian": t.full_jacobian,
         "failure_bound": t.failure_bound,

@@ -154,6 +154,12 @@ enum Command {
         /// Adjoint-identity probes per input and point.
         #[arg(long, default_value_t = 2)]
         probes: usize,
+        /// Boundary points after the sampled ones certify: each decision's
+        /// compared quantity put just above and just below every threshold
+        /// either function compares against, so a moved threshold (a mask at
+        /// 6.06 for a ReLU6 at 6) is refuted. 0 turns them off.
+        #[arg(long, default_value_t = 16)]
+        boundary_points: usize,
         /// Write the verdict and evidence as JSON.
         #[arg(long)]
         json: Option<PathBuf>,
@@ -291,6 +297,7 @@ fn main() -> ExitCode {
             at,
             seed,
             probes,
+            boundary_points,
             json,
         } => check_vjp::check_vjp(&check_vjp::CheckVjpArgs {
             fwd: &fwd,
@@ -300,6 +307,7 @@ fn main() -> ExitCode {
             at: &at,
             seed,
             probes,
+            boundary_points,
             json: json.as_deref(),
         }),
         Command::Train(a) => train::train(&a),

@@ -25,7 +25,10 @@ fn recording() -> EvalOptions {
 #[test]
 fn the_first_overflowing_op_is_named_with_its_line_and_element() {
     let m = ir::parse::parse_module(TEXT, "t").unwrap();
-    let x = Value::Float(Tensor::new(vec![3], vec![1.0f64, 800.0, 900.0]), ElemType::F32);
+    let x = Value::Float(
+        Tensor::new(vec![3], vec![1.0f64, 800.0, 900.0]),
+        ElemType::F32,
+    );
     let ev = eval_func::<f64>(&m, "main", vec![x.clone()], &recording()).unwrap();
     let at = ev.first_non_finite.expect("exp(800) overflows f64");
     assert_eq!(at.op, "stablehlo.exponential");
@@ -48,7 +51,10 @@ fn finite_inputs_that_stay_finite_record_nothing() {
     let m = ir::parse::parse_module(TEXT, "t").unwrap();
     let x = Value::Float(Tensor::new(vec![3], vec![1.0f64, -2.0, 3.0]), ElemType::F32);
     let ev = eval_func::<f64>(&m, "main", vec![x], &recording()).unwrap();
-    assert!(ev.first_non_finite.is_none(), "the -inf constant is not counted");
+    assert!(
+        ev.first_non_finite.is_none(),
+        "the -inf constant is not counted"
+    );
 }
 
 /// 1/(1+exp(−z)) at z = −800: the primal is 0 (finite), its tangent

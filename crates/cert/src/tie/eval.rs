@@ -72,7 +72,7 @@ impl Tie<'_> {
 
     /// The forward's inputs for J·v: the point, each float argument carrying
     /// its block's tangent.
-    fn jvp_inputs<S: Scalar>(
+    pub(super) fn jvp_inputs<S: Scalar>(
         &self,
         point: &[Value<S>],
         tangents: &[Tensor<S>],

@@ -63,6 +63,19 @@ impl From<Verdict> for PointStop {
     }
 }
 
+fn tensors_f64<S: Scalar>(ts: &[Tensor<S>]) -> Vec<Tensor<f64>> {
+    ts.iter().map(|t| t.map(|x| x.to_f64())).collect()
+}
+
+fn values_f64<S: Scalar>(vs: &[Value<S>]) -> Vec<Value<f64>> {
+    vs.iter()
+        .map(|v| match v {
+            Value::Float(t, e) => Value::Float(t.map(|x| x.to_f64()), *e),
+            Value::Int(t, e) => Value::Int(t.clone(), *e),
+        })
+        .collect()
+}
+
 fn all_finite<S: Scalar>(ts: &[Tensor<S>]) -> bool {
     ts.iter().all(|t| t.data.iter().all(|x| x.all_finite()))
 }
@@ -142,7 +155,16 @@ impl Tie<'_> {
                     .max_rel_discrepancy
                     .max(diff / scale.max(f64::MIN_POSITIVE));
                 if !ok {
-                    let loc = self.localise(point, b, &u, &claimed[b], opts.localise_limit);
+                    // Localised in f64 whatever the evidence: it only names
+                    // the worst element, and an exact basis sweep through a
+                    // convolution costs seconds.
+                    let loc = self.localise(
+                        &values_f64(point),
+                        b,
+                        &tensors_f64(&u),
+                        &claimed[b].map(|x| x.to_f64()),
+                        opts.localise_limit,
+                    );
                     return Err(PointStop::Verdict(Verdict::Refuted {
                         block: names[b].clone(),
                         detail: format!(

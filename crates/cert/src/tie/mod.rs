@@ -18,6 +18,7 @@
 //! both sides evaluated by `eval`. What it finds is reported in the types of
 //! `report`.
 
+mod boundary;
 mod eval;
 mod evidence;
 mod margins;
@@ -66,6 +67,12 @@ pub struct TieOptions {
     /// difference along a random direction (`Tie::ties_are_flat`); off for
     /// layer ties, whose random points never tie.
     pub accept_flat_ties: bool,
+    /// Boundary points per tie after the sampled ones certify: a decision's
+    /// compared quantity put just above and just below each threshold either
+    /// function tests against (`boundary`), so a moved threshold is refuted.
+    /// 0 turns them off (layer and net ties, whose backward is emitted from
+    /// the same thresholds as the forward); pair checks use 16.
+    pub boundary_points: usize,
 }
 
 impl Default for TieOptions {
@@ -80,6 +87,7 @@ impl Default for TieOptions {
             exact: true,
             localise_limit: 4096,
             accept_flat_ties: false,
+            boundary_points: 0,
         }
     }
 }

@@ -164,6 +164,9 @@ pub struct TieReport {
     pub min_margin: Option<MarginReport>,
     /// Kinks met (and resampled away from).
     pub kinks_resampled: Vec<String>,
+    /// Boundary points certified after the sampled ones (see
+    /// `TieOptions::boundary_points`).
+    pub boundary_points: usize,
     /// Points dropped because a value became non-finite (an overflow at the
     /// point's scale), each with where it began; never a verdict.
     pub non_finite_resampled: Vec<String>,
@@ -205,6 +208,7 @@ impl TieReport {
             min_margin: None,
             kinks_resampled: Vec::new(),
             non_finite_resampled: Vec::new(),
+            boundary_points: 0,
             flat_ties: Vec::new(),
             coverage: Vec::new(),
             block_results: Vec::new(),

@@ -5,13 +5,70 @@
 
 use super::evidence::PointStop;
 use super::margins::Sites;
+use super::points::Point;
 use super::{BlockResult, Evidence, TieReport, Verdict};
 use super::{Tie, TieOptions, PROBE_RANGE};
 use den::{Scalar, Value};
 use ir::rng::{Rng, CERT_SALT};
 use ir::TensorType;
 
+/// What one point gave.
+enum PointOutcome {
+    /// Every check held; the forward's margins there.
+    Certified(Vec<den::Margin>),
+    /// No evidence: a kink, or a non-finite value (listed in the report).
+    Skipped,
+    /// The verdict that ends the tie.
+    Verdict(Verdict),
+}
+
 impl Tie<'_> {
+    /// One point through the phases: the smooth-point hypothesis from the
+    /// forward's margins, the adjoint identity block by block, and at small
+    /// sizes the full Jacobian entry by entry. A non-finite value is no
+    /// evidence: the point is dropped (the scales cycle, so a scale-8 overflow
+    /// is followed by a scale-0.25 point).
+    #[allow(clippy::too_many_arguments)]
+    fn check_point<S: Scalar>(
+        &self,
+        point_f64: &Point,
+        scale: f64,
+        rng: &mut Rng,
+        opts: &TieOptions,
+        exact: bool,
+        full: bool,
+        report: &mut TieReport,
+    ) -> PointOutcome {
+        let point: Vec<Value<S>> = self.to_values(&point_f64.blocks);
+        let margins = match self.jvp(&point, &self.zeros::<S>(), true) {
+            Ok((_, m)) => m,
+            Err(e) => {
+                return PointOutcome::Verdict(Verdict::Undecided {
+                    reason: format!("forward evaluation failed: {e}"),
+                })
+            }
+        };
+        if !self.accept_ties(point_f64, &margins, rng, opts, report) {
+            return PointOutcome::Skipped;
+        }
+        self.record_min_margin(&margins, report);
+        let stop = match self.check_adjoint(&point, rng, exact, opts, scale, report) {
+            Err(stop) => Some(stop),
+            Ok(()) if full => self.full_jacobian(&point, exact, opts.f64_tolerance),
+            Ok(()) => None,
+        };
+        match stop {
+            Some(PointStop::Verdict(v)) => PointOutcome::Verdict(v),
+            Some(PointStop::NonFinite(origin)) => {
+                report
+                    .non_finite_resampled
+                    .push(format!("scale {scale}: {origin}"));
+                PointOutcome::Skipped
+            }
+            None => PointOutcome::Certified(margins),
+        }
+    }
+
     pub(crate) fn run<S: Scalar>(&self, opts: &TieOptions, exact: bool) -> TieReport {
         let names = self.block_names();
         let types = self.block_types();
@@ -81,47 +138,64 @@ impl Tie<'_> {
             let scale = scales[attempt % scales.len()];
             attempt += 1;
             let point_f64 = self.sample_point(&mut rng, scale, exact);
-            let point: Vec<Value<S>> = self.to_values(&point_f64.blocks);
-
-            // Smooth-point hypothesis from the forward's recorded margins.
-            let margins = match self.jvp(&point, &self.zeros::<S>(), true) {
-                Ok((_, m)) => m,
-                Err(e) => {
-                    report.verdict = Verdict::Undecided {
-                        reason: format!("forward evaluation failed: {e}"),
-                    };
-                    return report;
+            match self.check_point::<S>(&point_f64, scale, &mut rng, opts, exact, full, &mut report)
+            {
+                PointOutcome::Certified(margins) => {
+                    report.points += 1;
+                    self.record_sites(&margins, &mut sites, &mut report);
                 }
-            };
-            if !self.accept_ties(&point_f64, &margins, &mut rng, opts, &mut report) {
-                continue;
-            }
-            self.record_min_margin(&margins, &mut report);
-
-            // Adjoint identity, block by block; then, at small sizes, the full
-            // Jacobian entry by entry. A non-finite value is no evidence: the
-            // point is dropped and the next one drawn (the scales cycle, so a
-            // scale-8 overflow is followed by a scale-0.25 point).
-            let stop = match self.check_adjoint(&point, &mut rng, exact, opts, scale, &mut report) {
-                Err(stop) => Some(stop),
-                Ok(()) if full => self.full_jacobian(&point, exact, opts.f64_tolerance),
-                Ok(()) => None,
-            };
-            match stop {
-                Some(PointStop::Verdict(v)) => {
+                PointOutcome::Skipped => {}
+                PointOutcome::Verdict(v) => {
                     report.verdict = v;
                     return report;
                 }
-                Some(PointStop::NonFinite(origin)) => {
-                    report
-                        .non_finite_resampled
-                        .push(format!("scale {scale}: {origin}"));
-                    continue;
-                }
-                None => {}
             }
-            report.points += 1;
-            self.record_sites(&margins, &mut sites, &mut report);
+        }
+        // Boundary points: each decision's compared quantity just above and
+        // just below every threshold either side tests against.
+        if self.at.is_none() && report.points > 0 && matches!(report.verdict, Verdict::Certified) {
+            let plan = self.boundary_plan();
+            let targets = plan.as_ref().map_or(&[][..], |p| &p.targets[..]);
+            'targets: for target in targets {
+                for above in [true, false] {
+                    if report.boundary_points >= opts.boundary_points {
+                        break 'targets;
+                    }
+                    let base = self.sample_point(&mut rng, 1.0, exact);
+                    let Some(point_f64) = plan.as_ref().and_then(|p| {
+                        self.boundary_point(p, &base, &mut rng, target, above, exact)
+                    }) else {
+                        continue;
+                    };
+                    match self.check_point::<S>(
+                        &point_f64,
+                        1.0,
+                        &mut rng,
+                        opts,
+                        exact,
+                        full,
+                        &mut report,
+                    ) {
+                        PointOutcome::Certified(_) => report.boundary_points += 1,
+                        PointOutcome::Skipped => {}
+                        PointOutcome::Verdict(Verdict::Refuted { block, detail }) => {
+                            report.verdict = Verdict::Refuted {
+                                block,
+                                detail: format!(
+                                    "at a boundary point (a decision's operand {} its threshold {}): {detail}",
+                                    if above { "just above" } else { "just below" },
+                                    target.threshold
+                                ),
+                            };
+                            return report;
+                        }
+                        PointOutcome::Verdict(v) => {
+                            report.verdict = v;
+                            return report;
+                        }
+                    }
+                }
+            }
         }
         report.coverage = self.coverage(sites);
         report
