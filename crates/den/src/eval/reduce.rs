@@ -373,8 +373,10 @@ trait Elems<S: Scalar> {
     fn gap(&self, a: &Self::T, b: &Self::T) -> Option<f64>;
     /// `scatter(acc, x)` for a recognised binary scatter region.
     fn fold(&self, op: BinaryOp, acc: &Self::T, x: &Self::T) -> Option<Self::T>;
-    fn scalar(&self, x: Self::T) -> Value<S>;
-    fn from_scalar(&self, v: Value<S>) -> Option<Self::T>;
+    /// An element as the rank-0 value a region takes.
+    fn value(&self, x: Self::T) -> Value<S>;
+    /// The element a region returned as a rank-0 value.
+    fn element(&self, v: Value<S>) -> Option<Self::T>;
 }
 
 struct FloatElems(ElemType);
@@ -393,10 +395,10 @@ impl<S: Scalar> Elems<S> for FloatElems {
     fn fold(&self, op: BinaryOp, acc: &S, x: &S) -> Option<S> {
         fold_step(op, acc, x).map(|v| v.round_to(self.0))
     }
-    fn scalar(&self, x: S) -> Value<S> {
+    fn value(&self, x: S) -> Value<S> {
         Value::Float(Tensor::new(vec![], vec![x]), self.0)
     }
-    fn from_scalar(&self, v: Value<S>) -> Option<S> {
+    fn element(&self, v: Value<S>) -> Option<S> {
         match v {
             Value::Float(t, _) if t.len() == 1 => t.data.into_iter().next(),
             _ => None,
@@ -424,10 +426,10 @@ impl<S: Scalar> Elems<S> for IntElems {
     fn fold(&self, op: BinaryOp, acc: &i64, x: &i64) -> Option<i64> {
         super::elementwise::int_binary(op, *acc, *x, self.0).ok()
     }
-    fn scalar(&self, x: i64) -> Value<S> {
+    fn value(&self, x: i64) -> Value<S> {
         Value::Int(Tensor::new(vec![], vec![x]), self.0)
     }
-    fn from_scalar(&self, v: Value<S>) -> Option<i64> {
+    fn element(&self, v: Value<S>) -> Option<i64> {
         match v {
             Value::Int(t, _) if t.len() == 1 => Some(t.data[0]),
             _ => None,
@@ -518,8 +520,7 @@ fn select_and_scatter_in<S: Scalar, K: Elems<S>>(
             Ok(super::elementwise::direction_holds(dir, kind.cmp(a, b)))
         }),
         None => Box::new(|a: &K::T, b: &K::T| {
-            let r =
-                (*regions.borrow_mut())(0, vec![kind.scalar(a.clone()), kind.scalar(b.clone())])?;
+            let r = (*regions.borrow_mut())(0, vec![kind.value(a.clone()), kind.value(b.clone())])?;
             match r.as_slice() {
                 [Value::Int(t, _)] if t.len() == 1 => Ok(t.data[0] != 0),
                 _ => Err(Fail::msg("select region must return one i1 scalar")),
@@ -553,11 +554,11 @@ fn select_and_scatter_in<S: Scalar, K: Elems<S>>(
                 None => {
                     let r = (*regions.borrow_mut())(
                         1,
-                        vec![kind.scalar(acc.clone()), kind.scalar(src.data[o].clone())],
+                        vec![kind.value(acc.clone()), kind.value(src.data[o].clone())],
                     )?;
                     r.into_iter()
                         .next()
-                        .and_then(|v| kind.from_scalar(v))
+                        .and_then(|v| kind.element(v))
                         .ok_or_else(|| {
                             Fail::msg(format!(
                                 "scatter region must return one {} scalar",
