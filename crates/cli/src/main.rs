@@ -422,7 +422,7 @@ fn run(a: &RunArgs, engine: &engines::select::EngineOptions) -> Result<()> {
     }
     let mut values = Vec::with_capacity(inputs.len());
     for (i, (path, p)) in inputs.iter().zip(&f.params).enumerate() {
-        values.push(engines::npy::read_argument(path, i, &p.ty)?);
+        values.push(engines::npy::read_argument::<den::Ieee>(path, i, &p.ty)?);
     }
     let margin_inputs = a.margins.map(|_| values.clone());
     let result = run_engine::execute(&module, &f.name, values, engine, a.generic, a.repeat)
@@ -466,11 +466,11 @@ fn run(a: &RunArgs, engine: &engines::select::EngineOptions) -> Result<()> {
 fn print_margins(
     module: &ir::Module,
     func: &str,
-    values: &[den::value::Value<f32>],
+    values: &[den::value::Value<den::Ieee>],
     n: usize,
 ) -> Result<()> {
     let inputs: Vec<den::value::Value<f64>> =
-        values.iter().map(|v| v.map_scalar(|&x| x as f64)).collect();
+        values.iter().map(|v| v.map_scalar(|x| x.get())).collect();
     let opts = den::eval::EvalOptions {
         record_margins: true,
         ..Default::default()

@@ -14,6 +14,6 @@ pub mod tensor;
 pub mod value;
 
 pub use eval::{eval_func, eval_replicas, EvalError, EvalOptions, Evaluation, Margin, NonFinite};
-pub use scalar::{Bf16, Dual, Exact, NotExact, Scalar};
+pub use scalar::{Bf16, Dual, Exact, Ieee, NotExact, Scalar};
 pub use tensor::{row_major_strides, Tensor};
 pub use value::Value;

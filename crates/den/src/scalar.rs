@@ -1,7 +1,8 @@
 //! The scalar abstraction the generic evaluator is written against, and its
 //! implementations: `f64` (the real-number proxy), `f32` (real f32/bf16/f16
-//! numerics), [`Bf16`] ("run this module in bf16"), [`Dual`] (forward-mode
-//! derivatives) and [`Exact`] (big rationals with ±∞).
+//! numerics), [`Bf16`] ("run this module in bf16"), [`Ieee`] (every tensor in
+//! its own element type, f64 included: what `certgrad run` computes),
+//! [`Dual`] (forward-mode derivatives) and [`Exact`] (big rationals with ±∞).
 //!
 //! Contract: arithmetic (`add`, `mul`, …) is the scalar's own arithmetic with no
 //! rounding to a StableHLO element type; the evaluator calls
@@ -484,6 +485,101 @@ impl Scalar for Bf16 {
             ElemType::F32 | ElemType::F64 => self,
             _ => self.round_to(elem),
         }
+    }
+}
+
+/// "Run this module as the spec defines it": f64 storage, and every float op
+/// result rounded to the op's result element type — f64 kept, f32 by `as f32`,
+/// bf16/f16 to nearest even straight from f64 (no double rounding through
+/// f32). + − × ÷ and sqrt of f32 (bf16, f16) operands computed in f64 and
+/// rounded once are the correctly rounded results in the narrow type (f64 has
+/// more than 2p+2 bits); the other functions are f64's, rounded once. The
+/// accumulating ops (dot_general, convolution, recognised reductions) sum in
+/// f64 and round the final value: the spec leaves their order and
+/// intermediate precision to the implementation. This is `certgrad run`'s
+/// scalar; the certifier's f64 (the real-number proxy, never rounded),
+/// [`Dual`] and [`Exact`] stay separate on purpose.
+#[derive(Clone, Copy, Debug, PartialEq, PartialOrd, Default)]
+pub struct Ieee(pub f64);
+
+impl Ieee {
+    /// The f64 value (already rounded to its tensor's element type).
+    pub fn get(self) -> f64 {
+        self.0
+    }
+}
+
+/// `x` rounded to the float element type `elem` (f64: unchanged). bf16/f16
+/// use `ir::literal::round_to_elem`, which rounds the whole f64 (half's
+/// `from_f64` drops the low 32 mantissa bits first, so a value just above a
+/// tie would round as the tie).
+pub fn round_f64_to(x: f64, elem: ElemType) -> f64 {
+    match elem {
+        ElemType::F64 => x,
+        ElemType::F32 => x as f32 as f64,
+        ElemType::BF16 | ElemType::F16 => ir::literal::round_to_elem(x, elem),
+        // Integer types are never float op results; keep the value.
+        _ => x,
+    }
+}
+
+/// [`Ieee`]'s arithmetic is f64's: each list names the `Scalar` methods of one
+/// signature that delegate (a method added to `Scalar` is one more name).
+macro_rules! ieee_delegate {
+    (
+        unary: [$($u:ident),*],
+        binary: [$($b:ident),*],
+        fallible: [$($f:ident),*],
+        fallible_binary: [$($fb:ident),*],
+        predicate: [$($p:ident),*]
+    ) => {
+        $(fn $u(&self) -> Self { Ieee(<f64 as Scalar>::$u(&self.0)) })*
+        $(fn $b(&self, o: &Self) -> Self { Ieee(<f64 as Scalar>::$b(&self.0, &o.0)) })*
+        $(fn $f(&self) -> Result<Self, NotExact> { <f64 as Scalar>::$f(&self.0).map(Ieee) })*
+        $(fn $fb(&self, o: &Self) -> Result<Self, NotExact> {
+            <f64 as Scalar>::$fb(&self.0, &o.0).map(Ieee)
+        })*
+        $(fn $p(&self) -> bool { <f64 as Scalar>::$p(&self.0) })*
+    };
+}
+
+impl Scalar for Ieee {
+    fn type_name() -> String {
+        "ieee".into()
+    }
+    fn zero() -> Self {
+        Ieee(0.0)
+    }
+    fn one() -> Self {
+        Ieee(1.0)
+    }
+    fn from_f64(x: f64) -> Result<Self, NotExact> {
+        Ok(Ieee(x))
+    }
+    fn from_i64(x: i64) -> Self {
+        Ieee(x as f64)
+    }
+    fn to_f64(&self) -> f64 {
+        self.0
+    }
+    fn primal_cmp(&self, o: &Self) -> Option<Ordering> {
+        self.0.partial_cmp(&o.0)
+    }
+    fn total_cmp(&self, o: &Self) -> Ordering {
+        self.0.total_cmp(&o.0)
+    }
+    fn gap(&self, o: &Self) -> f64 {
+        (self.0 - o.0).abs()
+    }
+    ieee_delegate! {
+        unary: [neg, abs, sign, floor, ceil, round_nearest_even, trunc],
+        binary: [add, sub, mul, div, rem, max, min],
+        fallible: [exp, expm1, log, log1p, sqrt, rsqrt, cbrt, tanh, logistic, sin, cos, erf],
+        fallible_binary: [pow],
+        predicate: [is_zero, is_nan]
+    }
+    fn round_to(self, elem: ElemType) -> Self {
+        Ieee(round_f64_to(self.0, elem))
     }
 }
 

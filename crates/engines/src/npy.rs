@@ -10,7 +10,7 @@
 use crate::error::EngineError;
 use crate::host::{HostData, HostTensor};
 use den::value::Value;
-use den::Tensor;
+use den::{Scalar, Tensor};
 use ir::{ElemType, TensorType};
 use std::io::Write;
 use std::path::Path;
@@ -238,6 +238,8 @@ pub fn npy_dtype(elem: ElemType) -> &'static str {
         ElemType::I1 => "|b1",
         ElemType::I8 => "|i1",
         ElemType::UI8 => "|u1",
+        ElemType::I16 => "<i2",
+        ElemType::UI16 => "<u2",
         ElemType::I32 => "<i4",
         ElemType::UI32 => "<u4",
         ElemType::I64 => "<i8",
@@ -252,6 +254,8 @@ fn numpy_name(dtype: &str) -> &str {
         "|b1" => "bool",
         "|i1" => "int8",
         "|u1" => "uint8",
+        "<i2" => "int16",
+        "<u2" => "uint16",
         "<i4" => "int32",
         "<u4" => "uint32",
         "<i8" => "int64",
@@ -264,6 +268,7 @@ fn numpy_name(dtype: &str) -> &str {
 fn width(dtype: &str) -> usize {
     match dtype {
         "|b1" | "|i1" | "|u1" => 1,
+        "<i2" | "<u2" => 2,
         "<f4" | "<i4" | "<u4" => 4,
         _ => 8,
     }
@@ -272,11 +277,11 @@ fn width(dtype: &str) -> usize {
 /// Reads `path` as argument `index` of a function, of type `ty`: the file's
 /// dtype must be the one [`npy_dtype`] gives for `ty`'s element type and its
 /// shape `ty`'s. Data after the array's elements is ignored.
-pub fn read_argument(
+pub fn read_argument<S: Scalar>(
     path: &Path,
     index: usize,
     ty: &TensorType,
-) -> Result<Value<f32>, EngineError> {
+) -> Result<Value<S>, EngineError> {
     let at = |m: String| EngineError(format!("{}: {m}", path.display()));
     let bytes =
         std::fs::read(path).map_err(|e| EngineError(format!("reading {}: {e}", path.display())))?;
@@ -315,21 +320,29 @@ pub fn read_argument(
         body.chunks_exact(W).map(|w| w.try_into().unwrap())
     }
     let int = |data: Vec<i64>| Value::Int(Tensor::new(ushape.clone(), data), ty.elem);
+    // Floats enter through `S::from_f64` (exact for every f32/f64 value) and
+    // are rounded to the parameter's type: bf16/f16 once on entry, as a device
+    // would store them; f64 stays f64 for a scalar that keeps it.
+    let float = |data: Vec<f64>| -> Result<Value<S>, EngineError> {
+        let vals = data
+            .into_iter()
+            .map(|x| S::from_f64(x).map(|v| v.round_to(ty.elem)))
+            .collect::<Result<Vec<S>, _>>()
+            .map_err(|e| {
+                at(format!(
+                    "{} cannot hold an argument value: {e}",
+                    S::type_name()
+                ))
+            })?;
+        Ok(Value::Float(Tensor::new(ushape.clone(), vals), ty.elem))
+    };
     let value = match want {
-        "<f4" => {
-            let data: Vec<f32> = words(body).map(f32::from_le_bytes).collect();
-            let t = Tensor::new(ushape, data);
-            // bf16/f16 arguments: round once on entry, as a device would store them.
-            let t = t.map(|x| den::scalar::Scalar::round_to(*x, ty.elem));
-            Value::Float(t, ty.elem)
-        }
-        "<f8" => {
-            let data: Vec<f64> = words(body).map(f64::from_le_bytes).collect();
-            Value::Float(
-                Tensor::new(ushape, data.iter().map(|&x| x as f32).collect()),
-                ty.elem,
-            )
-        }
+        "<f4" => float(
+            words(body)
+                .map(|w| f64::from(f32::from_le_bytes(w)))
+                .collect(),
+        )?,
+        "<f8" => float(words(body).map(f64::from_le_bytes).collect())?,
         "|b1" => {
             if let Some(b) = body.iter().find(|&&b| b > 1) {
                 return Err(malformed(format!("invalid value for bool: {b}")));
@@ -338,6 +351,12 @@ pub fn read_argument(
         }
         "|i1" => int(body.iter().map(|&b| i64::from(b as i8)).collect()),
         "|u1" => int(body.iter().map(|&b| i64::from(b)).collect()),
+        "<i2" => int(words(body)
+            .map(|w| i64::from(i16::from_le_bytes(w)))
+            .collect()),
+        "<u2" => int(words(body)
+            .map(|w| i64::from(u16::from_le_bytes(w)))
+            .collect()),
         "<i4" => int(words(body)
             .map(|w| i64::from(i32::from_le_bytes(w)))
             .collect()),
@@ -353,7 +372,7 @@ pub fn read_argument(
 /// The .npy bytes of an evaluator value (C order), in the dtype
 /// [`npy_dtype`] gives for its element type: floats as float32 (float64 for
 /// f64), integers cast to their type's width.
-pub fn value_to_bytes(value: &Value<f32>) -> Vec<u8> {
+pub fn value_to_bytes<S: Scalar>(value: &Value<S>) -> Vec<u8> {
     let (shape, elem) = match value {
         Value::Float(t, e) => (&t.shape, *e),
         Value::Int(t, e) => (&t.shape, *e),
@@ -364,16 +383,30 @@ pub fn value_to_bytes(value: &Value<f32>) -> Vec<u8> {
             "<f8",
             t.data
                 .iter()
-                .flat_map(|&x| (x as f64).to_le_bytes())
+                .flat_map(|x| x.to_f64().to_le_bytes())
                 .collect(),
         ),
-        Value::Float(t, _) => ("<f4", t.data.iter().flat_map(|x| x.to_le_bytes()).collect()),
+        Value::Float(t, _) => (
+            "<f4",
+            t.data
+                .iter()
+                .flat_map(|x| (x.to_f64() as f32).to_le_bytes())
+                .collect(),
+        ),
         Value::Int(t, _) => {
             let d = &t.data;
             match dtype {
                 "|b1" => ("|b1", d.iter().map(|&x| u8::from(x != 0)).collect()),
                 "|i1" => ("|i1", d.iter().map(|&x| x as i8 as u8).collect()),
                 "|u1" => ("|u1", d.iter().map(|&x| x as u8).collect()),
+                "<i2" => (
+                    "<i2",
+                    d.iter().flat_map(|&x| (x as i16).to_le_bytes()).collect(),
+                ),
+                "<u2" => (
+                    "<u2",
+                    d.iter().flat_map(|&x| (x as u16).to_le_bytes()).collect(),
+                ),
                 "<i4" => (
                     "<i4",
                     d.iter().flat_map(|&x| (x as i32).to_le_bytes()).collect(),
@@ -396,7 +429,7 @@ pub fn value_to_bytes(value: &Value<f32>) -> Vec<u8> {
 }
 
 /// Writes one evaluator output to `path` as .npy ([`value_to_bytes`]).
-pub fn write_value(path: &Path, value: &Value<f32>) -> Result<(), EngineError> {
+pub fn write_value<S: Scalar>(path: &Path, value: &Value<S>) -> Result<(), EngineError> {
     let mut f = std::fs::File::create(path)
         .map_err(|e| EngineError(format!("creating {}: {e}", path.display())))?;
     f.write_all(&value_to_bytes(value))
@@ -516,7 +549,7 @@ mod tests {
     /// The header a written value carries, byte for byte.
     #[test]
     fn a_written_value_has_numpys_header() {
-        let v = Value::Int(Tensor::new(vec![3], vec![1, 0, 1]), ElemType::I1);
+        let v: Value<f32> = Value::Int(Tensor::new(vec![3], vec![1, 0, 1]), ElemType::I1);
         let bytes = value_to_bytes(&v);
         let header = "{'descr': '|b1', 'fortran_order': False, 'shape': (3,), }";
         let mut want = b"\x93NUMPY\x01\x00\x76\x00".to_vec();
@@ -574,7 +607,7 @@ mod tests {
             "FILE: structured dtype [('a', '<f4')] is not supported"
         );
         let b1 = ty(&[3], ElemType::I1);
-        let bools = value_to_bytes(&Value::Int(
+        let bools = value_to_bytes(&Value::<f32>::Int(
             Tensor::new(vec![3], vec![1, 0, 1]),
             ElemType::I1,
         ));
@@ -586,7 +619,7 @@ mod tests {
             e.0, "FILE: truncated or malformed data: invalid value for bool: 2",
             "a bool byte of 2"
         );
-        let e = read_argument(Path::new("/nonexistent/x.npy"), 0, &f32x2).unwrap_err();
+        let e = read_argument::<f32>(Path::new("/nonexistent/x.npy"), 0, &f32x2).unwrap_err();
         assert!(e.0.starts_with("reading /nonexistent/x.npy: "), "{}", e.0);
     }
 }

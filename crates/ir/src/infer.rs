@@ -361,7 +361,15 @@ fn constant_rule(data: &DenseData, t: &TensorType) -> Rule<()> {
                 return Err(format!("integer data for element type {}", t.elem));
             }
             let (lo, hi) = integer_range(t.elem);
-            if let Some(i) = v.iter().position(|&x| (x as i128) < lo || (x as i128) > hi) {
+            // ui64 values above 2⁶³−1 are stored as their bit pattern.
+            let wide = |x: i64| {
+                if t.elem == ElemType::UI64 {
+                    x as u64 as i128
+                } else {
+                    x as i128
+                }
+            };
+            if let Some(i) = v.iter().position(|&x| wide(x) < lo || wide(x) > hi) {
                 return Err(format!("value [{i}]={} out of range for {}", v[i], t.elem));
             }
         }

@@ -11,24 +11,28 @@ pub enum ElemType {
     F64,
     I1,
     I8,
+    I16,
     I32,
     I64,
     UI8,
+    UI16,
     UI32,
     UI64,
 }
 
 impl ElemType {
-    pub const ALL: [ElemType; 11] = [
+    pub const ALL: [ElemType; 13] = [
         ElemType::F16,
         ElemType::BF16,
         ElemType::F32,
         ElemType::F64,
         ElemType::I1,
         ElemType::I8,
+        ElemType::I16,
         ElemType::I32,
         ElemType::I64,
         ElemType::UI8,
+        ElemType::UI16,
         ElemType::UI32,
         ElemType::UI64,
     ];
@@ -42,9 +46,11 @@ impl ElemType {
             ElemType::F64 => "f64",
             ElemType::I1 => "i1",
             ElemType::I8 => "i8",
+            ElemType::I16 => "i16",
             ElemType::I32 => "i32",
             ElemType::I64 => "i64",
             ElemType::UI8 => "ui8",
+            ElemType::UI16 => "ui16",
             ElemType::UI32 => "ui32",
             ElemType::UI64 => "ui64",
         }
@@ -71,7 +77,10 @@ impl ElemType {
     }
 
     pub fn is_unsigned(self) -> bool {
-        matches!(self, ElemType::UI8 | ElemType::UI32 | ElemType::UI64)
+        matches!(
+            self,
+            ElemType::UI8 | ElemType::UI16 | ElemType::UI32 | ElemType::UI64
+        )
     }
 
     /// Bits of storage (i1 counts as 1).
@@ -79,7 +88,7 @@ impl ElemType {
         match self {
             ElemType::I1 => 1,
             ElemType::I8 | ElemType::UI8 => 8,
-            ElemType::F16 | ElemType::BF16 => 16,
+            ElemType::F16 | ElemType::BF16 | ElemType::I16 | ElemType::UI16 => 16,
             ElemType::F32 | ElemType::I32 | ElemType::UI32 => 32,
             ElemType::F64 | ElemType::I64 | ElemType::UI64 => 64,
         }

@@ -16,6 +16,8 @@ pub fn wrap_int(v: i64, elem: ElemType) -> i64 {
         ElemType::I1 => v & 1,
         ElemType::I8 => v as i8 as i64,
         ElemType::UI8 => v as u8 as i64,
+        ElemType::I16 => v as i16 as i64,
+        ElemType::UI16 => v as u16 as i64,
         ElemType::I32 => v as i32 as i64,
         ElemType::UI32 => v as u32 as i64,
         _ => v,
@@ -79,7 +81,11 @@ pub fn unary<S: Scalar>(u: UnaryOp, x: &Value<S>, out: ElemType) -> Result<Value
             let e = *e;
             let r = match u {
                 UnaryOp::Negate => t.map(|&x| wrap_int(x.wrapping_neg(), e)),
+                // Unsigned values are their own magnitude (and ui64 above 2⁶³
+                // must not be read as negative).
+                UnaryOp::Abs if e.is_unsigned() => t.clone(),
                 UnaryOp::Abs => t.map(|&x| wrap_int(x.wrapping_abs(), e)),
+                UnaryOp::Sign if e.is_unsigned() => t.map(|&x| i64::from(x != 0)),
                 UnaryOp::Sign => t.map(|&x| x.signum()),
                 UnaryOp::Square => t.map(|&x| wrap_int(x.wrapping_mul(x), e)),
                 UnaryOp::Not if e == ElemType::I1 => t.map(|&x| 1 - x),
@@ -96,9 +102,10 @@ pub fn unary<S: Scalar>(u: UnaryOp, x: &Value<S>, out: ElemType) -> Result<Value
     }
 }
 
-/// IEEE/spec integer power: negative exponents give 1/xⁿ truncated.
+/// IEEE/spec integer power: negative exponents give 1/xⁿ truncated (an
+/// unsigned exponent is never negative, ui64 above 2⁶³ included).
 fn int_pow(a: i64, b: i64, elem: ElemType) -> i64 {
-    if b < 0 {
+    if b < 0 && !elem.is_unsigned() {
         return match a {
             1 => 1,
             -1 => {
@@ -122,15 +129,37 @@ fn int_pow(a: i64, b: i64, elem: ElemType) -> i64 {
     acc
 }
 
-fn int_binary(b: BinaryOp, x: i64, y: i64, e: ElemType) -> Result<i64, Fail> {
+/// The spec's boolean (i1) meaning of a binary op: add and maximum are
+/// logical or, multiply and minimum logical and; subtract, divide, remainder
+/// and power are not defined on booleans.
+fn bool_binary(b: BinaryOp, x: i64, y: i64) -> Result<i64, Fail> {
+    let (x, y) = (x != 0, y != 0);
+    let r = match b {
+        BinaryOp::Add | BinaryOp::Maximum | BinaryOp::Or => x | y,
+        BinaryOp::Multiply | BinaryOp::Minimum | BinaryOp::And => x & y,
+        BinaryOp::Xor => x ^ y,
+        BinaryOp::Subtract | BinaryOp::Divide | BinaryOp::Remainder | BinaryOp::Power => {
+            return Err(Fail::msg(format!("{} is not defined on i1", b.name())))
+        }
+    };
+    Ok(i64::from(r))
+}
+
+/// A binary op on integers of type `e` (stored sign-extended in i64, ui64 as
+/// its bit pattern): two's-complement wrap-around in `e`'s width. Division by
+/// zero, which the spec leaves open, follows XLA (what JAX runs): x / 0 is all
+/// ones (−1, or the unsigned maximum) and x % 0 is x; MIN / −1 wraps to MIN.
+pub(crate) fn int_binary(b: BinaryOp, x: i64, y: i64, e: ElemType) -> Result<i64, Fail> {
+    if e == ElemType::I1 {
+        return bool_binary(b, x, y);
+    }
     let unsigned = e.is_unsigned();
     let r = match b {
         BinaryOp::Add => x.wrapping_add(y),
         BinaryOp::Subtract => x.wrapping_sub(y),
         BinaryOp::Multiply => x.wrapping_mul(y),
-        BinaryOp::Divide | BinaryOp::Remainder if y == 0 => {
-            return Err(Fail::msg(format!("integer {} by zero", b.name())))
-        }
+        BinaryOp::Divide if y == 0 => -1,
+        BinaryOp::Remainder if y == 0 => x,
         BinaryOp::Divide if unsigned => ((x as u64) / (y as u64)) as i64,
         BinaryOp::Divide => x.wrapping_div(y),
         BinaryOp::Remainder if unsigned => ((x as u64) % (y as u64)) as i64,
@@ -410,6 +439,9 @@ pub fn convert<S: Scalar>(x: &Value<S>, out: ElemType) -> Result<Value<S>, Fail>
                     let r = v.trunc().to_f64();
                     if r.is_nan() {
                         0
+                    } else if out == ElemType::UI64 {
+                        // Saturating f64 → u64, stored as the bit pattern.
+                        r.clamp(lo, hi) as u64 as i64
                     } else {
                         r.clamp(lo, hi) as i64
                     }
@@ -441,9 +473,11 @@ fn int_range(e: ElemType) -> (f64, f64) {
     match e {
         ElemType::I8 => (i8::MIN as f64, i8::MAX as f64),
         ElemType::UI8 => (0.0, u8::MAX as f64),
+        ElemType::I16 => (i16::MIN as f64, i16::MAX as f64),
+        ElemType::UI16 => (0.0, u16::MAX as f64),
         ElemType::I32 => (i32::MIN as f64, i32::MAX as f64),
         ElemType::UI32 => (0.0, u32::MAX as f64),
-        ElemType::UI64 => (0.0, i64::MAX as f64),
+        ElemType::UI64 => (0.0, u64::MAX as f64),
         _ => (i64::MIN as f64, i64::MAX as f64),
     }
 }

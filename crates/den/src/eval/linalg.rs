@@ -1,13 +1,153 @@
 //! Contractions: dot_general and convolution, following the spec's definitions.
 //! Products are summed in the scalar's own arithmetic in a fixed order (the
 //! contracting / window indices row-major, starting from zero) and the final
-//! sum is rounded once with `Scalar::round_accumulated`.
+//! sum is rounded once with `Scalar::round_accumulated`. Integer operands use
+//! the same index walk over i64 with wrap-around in the result type (i1: or
+//! of ands), through one [`Ring`] the walk is generic over.
 
+use super::elementwise::wrap_int;
 use super::index::{strided_offsets, strides_at};
 use super::Fail;
 use crate::scalar::Scalar;
 use crate::tensor::Tensor;
 use ir::{ConvAttrs, DotDims, ElemType};
+
+/// What a contraction needs of its elements: a zero, the step
+/// `acc + a·b`, and the rounding (or wrap) of the final sum to the result type.
+trait Ring: Clone {
+    fn zero() -> Self;
+    fn mul_add(&self, a: &Self, b: &Self) -> Self;
+    fn finish(self, elem: ElemType) -> Self;
+}
+
+/// A float scalar, summed in its own arithmetic.
+#[derive(Clone)]
+struct Float<S>(S);
+
+impl<S: Scalar> Ring for Float<S> {
+    fn zero() -> Self {
+        Float(S::zero())
+    }
+    fn mul_add(&self, a: &Self, b: &Self) -> Self {
+        Float(self.0.add(&a.0.mul(&b.0)))
+    }
+    fn finish(self, elem: ElemType) -> Self {
+        Float(self.0.round_accumulated(elem))
+    }
+}
+
+/// An integer, summed modulo 2⁶⁴ and wrapped to the result type at the end
+/// (wrapping commutes with + and ×, so this is the per-op wrap); i1 operands
+/// (0/1) are or-ed ands, the spec's boolean add and multiply.
+#[derive(Clone)]
+struct Int {
+    v: i64,
+    boolean: bool,
+}
+
+impl Ring for Int {
+    fn zero() -> Self {
+        Int {
+            v: 0,
+            boolean: false,
+        }
+    }
+    fn mul_add(&self, a: &Self, b: &Self) -> Self {
+        if a.boolean {
+            Int {
+                v: self.v | (a.v & b.v),
+                boolean: true,
+            }
+        } else {
+            Int {
+                v: self.v.wrapping_add(a.v.wrapping_mul(b.v)),
+                boolean: false,
+            }
+        }
+    }
+    fn finish(self, elem: ElemType) -> Self {
+        Int {
+            v: if elem == ElemType::I1 {
+                i64::from(self.v != 0)
+            } else {
+                wrap_int(self.v, elem)
+            },
+            boolean: self.boolean,
+        }
+    }
+}
+
+fn floats<S: Scalar>(t: &Tensor<S>) -> Tensor<Float<S>> {
+    t.map(|x| Float(x.clone()))
+}
+
+fn unfloat<S: Scalar>(t: Tensor<Float<S>>) -> Tensor<S> {
+    Tensor::new(t.shape, t.data.into_iter().map(|x| x.0).collect())
+}
+
+fn ints(t: &Tensor<i64>, elem: ElemType) -> Tensor<Int> {
+    t.map(|&v| Int {
+        v,
+        boolean: elem == ElemType::I1,
+    })
+}
+
+fn unint(t: Tensor<Int>) -> Tensor<i64> {
+    Tensor::new(t.shape, t.data.into_iter().map(|x| x.v).collect())
+}
+
+/// `dot_general` of float operands.
+pub fn dot_general<S: Scalar>(
+    lhs: &Tensor<S>,
+    rhs: &Tensor<S>,
+    dims: &DotDims,
+    out_elem: ElemType,
+) -> Result<Tensor<S>, Fail> {
+    dot_general_in(&floats(lhs), &floats(rhs), dims, out_elem).map(unfloat)
+}
+
+/// `dot_general` of integer (or i1) operands of type `in_elem`, wrapping in
+/// the result type.
+pub fn dot_general_int(
+    lhs: &Tensor<i64>,
+    rhs: &Tensor<i64>,
+    in_elem: ElemType,
+    dims: &DotDims,
+    out_elem: ElemType,
+) -> Result<Tensor<i64>, Fail> {
+    dot_general_in(&ints(lhs, in_elem), &ints(rhs, in_elem), dims, out_elem).map(unint)
+}
+
+/// `convolution` of float operands.
+pub fn convolution<S: Scalar>(
+    lhs: &Tensor<S>,
+    rhs: &Tensor<S>,
+    a: &ConvAttrs,
+    out_shape: &[usize],
+    out_elem: ElemType,
+) -> Result<Tensor<S>, Fail> {
+    convolution_in(&floats(lhs), &floats(rhs), a, out_shape, out_elem).map(unfloat)
+}
+
+/// `convolution` of integer (or i1) operands of type `in_elem`, wrapping in
+/// the result type.
+pub fn convolution_int(
+    lhs: &Tensor<i64>,
+    rhs: &Tensor<i64>,
+    in_elem: ElemType,
+    a: &ConvAttrs,
+    out_shape: &[usize],
+    out_elem: ElemType,
+) -> Result<Tensor<i64>, Fail> {
+    convolution_in(
+        &ints(lhs, in_elem),
+        &ints(rhs, in_elem),
+        a,
+        out_shape,
+        out_elem,
+    )
+    .map(unint)
+}
 
 fn to_usize(dims: &[i64], rank: usize, what: &str) -> Result<Vec<usize>, Fail> {
     dims.iter()
@@ -23,7 +163,7 @@ fn to_usize(dims: &[i64], rank: usize, what: &str) -> Result<Vec<usize>, Fail> {
 
 /// `dot_general`: result dimensions are batch, lhs free, rhs free (each in
 /// operand order); every result element sums lhs·rhs over the contracting dims.
-pub fn dot_general<S: Scalar>(
+fn dot_general_in<S: Ring>(
     lhs: &Tensor<S>,
     rhs: &Tensor<S>,
     dims: &DotDims,
@@ -68,9 +208,9 @@ pub fn dot_general<S: Scalar>(
             for &jr in &f_r {
                 let mut acc = S::zero();
                 for (&kl, &kr) in c_l.iter().zip(&c_r) {
-                    acc = acc.add(&lhs.data[bl + il + kl].mul(&rhs.data[br + jr + kr]));
+                    acc = acc.mul_add(&lhs.data[bl + il + kl], &rhs.data[br + jr + kr]);
                 }
-                data.push(acc.round_accumulated(out_elem));
+                data.push(acc.finish(out_elem));
             }
         }
     }
@@ -84,7 +224,7 @@ pub fn dot_general<S: Scalar>(
 /// `feature_group_count` G the input features and output features are split
 /// into G contiguous groups; with `batch_group_count` B the lhs batch and the
 /// output features are split into B contiguous groups.
-pub fn convolution<S: Scalar>(
+fn convolution_in<S: Ring>(
     lhs: &Tensor<S>,
     rhs: &Tensor<S>,
     a: &ConvAttrs,
@@ -238,10 +378,10 @@ pub fn convolution<S: Scalar>(
                     let lc = lbase + (g * ci + c) * lstr[ifeat];
                     let rc = rbase + c * rstr[kif];
                     for &(lo, ro) in window {
-                        acc = acc.add(&lhs.data[lc + lo].mul(&rhs.data[rc + ro]));
+                        acc = acc.mul_add(&lhs.data[lc + lo], &rhs.data[rc + ro]);
                     }
                 }
-                out[b * ostr[ob] + o * ostr[of] + yo] = acc.round_accumulated(out_elem);
+                out[b * ostr[ob] + o * ostr[of] + yo] = acc.finish(out_elem);
             }
         }
     }

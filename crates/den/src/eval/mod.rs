@@ -610,6 +610,13 @@ impl<'m> Interp<'m> {
             }
             OpKind::DotGeneral { dims: dd, .. } => {
                 arity(2)?;
+                if let Some((x, y, e)) = ints2(env, op)? {
+                    let elem = result_ty(0)?.elem;
+                    return one(Value::Int(
+                        linalg::dot_general_int(x, y, e, dd, elem)?,
+                        elem,
+                    ));
+                }
                 let (x, y) = floats2(env, op)?;
                 let ty = result_ty(0)?;
                 let elem = ty.elem;
@@ -624,9 +631,15 @@ impl<'m> Interp<'m> {
             }
             OpKind::Convolution(a) => {
                 arity(2)?;
-                let (x, y) = floats2(env, op)?;
                 let ty = result_ty(0)?;
                 let out_shape = shape::dims_usize(ty);
+                if let Some((x, y, e)) = ints2(env, op)? {
+                    return one(Value::Int(
+                        linalg::convolution_int(x, y, e, a, &out_shape, ty.elem)?,
+                        ty.elem,
+                    ));
+                }
+                let (x, y) = floats2(env, op)?;
                 if let Some(t) = self
                     .fast_ok(false)
                     .then(|| fastpath::convolution(x, y, a, ty))
@@ -889,6 +902,28 @@ fn floats2<'e, S: Scalar>(
     match (x, y) {
         (Some(x), Some(y)) => Ok((x, y)),
         _ => Err(Fail::msg("integer operands are not supported")),
+    }
+}
+
+/// Both operands as integer tensors (and their element type), `None` when
+/// both are floats; an error when they mix.
+#[allow(clippy::type_complexity)]
+fn ints2<'e, S: Scalar>(
+    env: &'e Env<S>,
+    op: &Op,
+) -> Result<
+    Option<(
+        &'e crate::tensor::Tensor<i64>,
+        &'e crate::tensor::Tensor<i64>,
+        ir::ElemType,
+    )>,
+    Fail,
+> {
+    let (x, y) = (get(env, op.operands[0])?, get(env, op.operands[1])?);
+    match (x, y) {
+        (Value::Int(a, e), Value::Int(b, _)) => Ok(Some((a, b, *e))),
+        (Value::Float(..), Value::Float(..)) => Ok(None),
+        _ => Err(Fail::msg("operands mix float and integer types")),
     }
 }
 

@@ -335,13 +335,13 @@ pub fn as_compare_selector(block: &Block) -> Option<CompareDirection> {
 /// The window selection of select_and_scatter: scanning the window's real
 /// elements row-major, the current choice `a` is replaced by a later `b`
 /// unless `select(a, b)` holds.
-type Selector<'a, S> = dyn FnMut(&S, &S) -> Result<bool, Fail> + 'a;
+type Selector<'a, T> = dyn FnMut(&T, &T) -> Result<bool, Fail> + 'a;
 
-fn select_in<S: Scalar>(
-    x: &[S],
+fn select_in<T>(
+    x: &[T],
     offs: &[Option<usize>],
     skip: Option<usize>,
-    select: &mut Selector<'_, S>,
+    select: &mut Selector<'_, T>,
 ) -> Result<Option<usize>, Fail> {
     let mut cur: Option<usize> = None;
     for &k in offs.iter().flatten() {
@@ -362,10 +362,85 @@ fn select_in<S: Scalar>(
     Ok(cur)
 }
 
+/// The element family select_and_scatter runs over: floats of the scalar `S`
+/// (rounded to their type, decisions recorded) or integers (wrapping, and
+/// exact comparisons that are no decisions).
+trait Elems<S: Scalar> {
+    type T: Clone;
+    fn elem(&self) -> ElemType;
+    fn cmp(&self, a: &Self::T, b: &Self::T) -> Option<Ordering>;
+    /// The margin of a choice between `a` and `b`; `None`: no decision.
+    fn gap(&self, a: &Self::T, b: &Self::T) -> Option<f64>;
+    /// `scatter(acc, x)` for a recognised binary scatter region.
+    fn fold(&self, op: BinaryOp, acc: &Self::T, x: &Self::T) -> Option<Self::T>;
+    /// An element as the rank-0 value a region takes.
+    fn value(&self, x: Self::T) -> Value<S>;
+    /// The element a region returned as a rank-0 value.
+    fn element(&self, v: Value<S>) -> Option<Self::T>;
+}
+
+struct FloatElems(ElemType);
+
+impl<S: Scalar> Elems<S> for FloatElems {
+    type T = S;
+    fn elem(&self) -> ElemType {
+        self.0
+    }
+    fn cmp(&self, a: &S, b: &S) -> Option<Ordering> {
+        a.primal_cmp(b)
+    }
+    fn gap(&self, a: &S, b: &S) -> Option<f64> {
+        Some(a.gap(b))
+    }
+    fn fold(&self, op: BinaryOp, acc: &S, x: &S) -> Option<S> {
+        fold_step(op, acc, x).map(|v| v.round_to(self.0))
+    }
+    fn value(&self, x: S) -> Value<S> {
+        Value::Float(Tensor::new(vec![], vec![x]), self.0)
+    }
+    fn element(&self, v: Value<S>) -> Option<S> {
+        match v {
+            Value::Float(t, _) if t.len() == 1 => t.data.into_iter().next(),
+            _ => None,
+        }
+    }
+}
+
+struct IntElems(ElemType);
+
+impl<S: Scalar> Elems<S> for IntElems {
+    type T = i64;
+    fn elem(&self) -> ElemType {
+        self.0
+    }
+    fn cmp(&self, a: &i64, b: &i64) -> Option<Ordering> {
+        Some(if self.0.is_unsigned() {
+            (*a as u64).cmp(&(*b as u64))
+        } else {
+            a.cmp(b)
+        })
+    }
+    fn gap(&self, _: &i64, _: &i64) -> Option<f64> {
+        None
+    }
+    fn fold(&self, op: BinaryOp, acc: &i64, x: &i64) -> Option<i64> {
+        super::elementwise::int_binary(op, *acc, *x, self.0).ok()
+    }
+    fn value(&self, x: i64) -> Value<S> {
+        Value::Int(Tensor::new(vec![], vec![x]), self.0)
+    }
+    fn element(&self, v: Value<S>) -> Option<i64> {
+        match v {
+            Value::Int(t, _) if t.len() == 1 => Some(t.data[0]),
+            _ => None,
+        }
+    }
+}
+
 /// `select_and_scatter`: for each source element (row-major), its window of
 /// the padded operand selects one real position, which accumulates
 /// `scatter(acc, source)`, the accumulator starting at the init value.
-/// Overlapping windows add up. Float operands only.
+/// Overlapping windows add up. Float or integer operands.
 // The op has three operands, its attributes, two regions (recognised or
 // evaluated) and the margin sink: bundling them would only rename them.
 #[allow(clippy::too_many_arguments)]
@@ -377,14 +452,55 @@ pub fn select_and_scatter<S: Scalar>(
     selector: Option<CompareDirection>,
     scatter: Option<BinaryOp>,
     regions: &mut Body<'_, S>,
-    mut dec: Option<&mut Decisions>,
+    dec: Option<&mut Decisions>,
 ) -> Result<Value<S>, Fail> {
-    let (x, src, init, elem) = match (operand, source, init) {
+    match (operand, source, init) {
         (Value::Float(x, e), Value::Float(s, _), Value::Float(i, _)) if i.len() == 1 => {
-            (x, s, &i.data[0], *e)
+            let r = select_and_scatter_in(
+                &FloatElems(*e),
+                x,
+                s,
+                &i.data[0],
+                attrs,
+                selector,
+                scatter,
+                regions,
+                dec,
+            )?;
+            Ok(Value::Float(r, *e))
         }
-        _ => return Err(Fail::msg("select_and_scatter supports float operands only")),
-    };
+        (Value::Int(x, e), Value::Int(s, _), Value::Int(i, _)) if i.len() == 1 => {
+            let r = select_and_scatter_in(
+                &IntElems(*e),
+                x,
+                s,
+                &i.data[0],
+                attrs,
+                selector,
+                scatter,
+                regions,
+                dec,
+            )?;
+            Ok(Value::Int(r, *e))
+        }
+        _ => Err(Fail::msg(
+            "select_and_scatter needs operand, source and a scalar init of one kind (float or integer)",
+        )),
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn select_and_scatter_in<S: Scalar, K: Elems<S>>(
+    kind: &K,
+    x: &Tensor<K::T>,
+    src: &Tensor<K::T>,
+    init: &K::T,
+    attrs: &ir::ScatterWindowAttrs,
+    selector: Option<CompareDirection>,
+    scatter: Option<BinaryOp>,
+    regions: &mut Body<'_, S>,
+    mut dec: Option<&mut Decisions>,
+) -> Result<Tensor<K::T>, Fail> {
     let rank = x.rank();
     let window = usize_attr(&attrs.window_dimensions, rank, "window_dimensions")?;
     let strides = usize_attr(&attrs.window_strides, rank, "window_strides")?;
@@ -399,18 +515,12 @@ pub fn select_and_scatter<S: Scalar>(
 
     // Region 0 selects, region 1 scatters; one callback evaluates both.
     let regions = std::cell::RefCell::new(regions);
-    let mut select: Box<Selector<'_, S>> = match selector {
-        Some(dir) => Box::new(move |a: &S, b: &S| {
-            Ok(super::elementwise::direction_holds(dir, a.primal_cmp(b)))
+    let mut select: Box<Selector<'_, K::T>> = match selector {
+        Some(dir) => Box::new(move |a: &K::T, b: &K::T| {
+            Ok(super::elementwise::direction_holds(dir, kind.cmp(a, b)))
         }),
-        None => Box::new(|a: &S, b: &S| {
-            let r = (*regions.borrow_mut())(
-                0,
-                vec![
-                    Value::Float(Tensor::new(vec![], vec![a.clone()]), elem),
-                    Value::Float(Tensor::new(vec![], vec![b.clone()]), elem),
-                ],
-            )?;
+        None => Box::new(|a: &K::T, b: &K::T| {
+            let r = (*regions.borrow_mut())(0, vec![kind.value(a.clone()), kind.value(b.clone())])?;
             match r.as_slice() {
                 [Value::Int(t, _)] if t.len() == 1 => Ok(t.data[0] != 0),
                 _ => Err(Fail::msg("select region must return one i1 scalar")),
@@ -430,27 +540,31 @@ pub fn select_and_scatter<S: Scalar>(
             if let Some(d) = dec.as_deref_mut() {
                 if let Some(other) = select_in(&x.data, offs, Some(sel), &mut *select)? {
                     // The runner-up: the selection among the other elements.
-                    d.record(x.data[sel].gap(&x.data[other]), o);
-                    if let Some(j) = offs.iter().position(|k| *k == Some(sel)) {
-                        d.outcome(j);
+                    if let Some(g) = kind.gap(&x.data[sel], &x.data[other]) {
+                        d.record(g, o);
+                        if let Some(j) = offs.iter().position(|k| *k == Some(sel)) {
+                            d.outcome(j);
+                        }
                     }
                 }
             }
             let acc = &result[sel];
-            result[sel] = match scatter.and_then(|op| fold_step(op, acc, &src.data[o])) {
-                Some(v) => v.round_to(elem),
+            result[sel] = match scatter.and_then(|op| kind.fold(op, acc, &src.data[o])) {
+                Some(v) => v,
                 None => {
                     let r = (*regions.borrow_mut())(
                         1,
-                        vec![
-                            Value::Float(Tensor::new(vec![], vec![acc.clone()]), elem),
-                            Value::Float(Tensor::new(vec![], vec![src.data[o].clone()]), elem),
-                        ],
+                        vec![kind.value(acc.clone()), kind.value(src.data[o].clone())],
                     )?;
-                    match r.into_iter().next() {
-                        Some(Value::Float(t, _)) if t.len() == 1 => t.data[0].clone(),
-                        _ => return Err(Fail::msg("scatter region must return one float scalar")),
-                    }
+                    r.into_iter()
+                        .next()
+                        .and_then(|v| kind.element(v))
+                        .ok_or_else(|| {
+                            Fail::msg(format!(
+                                "scatter region must return one {} scalar",
+                                kind.elem()
+                            ))
+                        })?
                 }
             };
             Ok(())
@@ -462,5 +576,5 @@ pub fn select_and_scatter<S: Scalar>(
     if let Some(e) = failure {
         return Err(e);
     }
-    Ok(Value::Float(Tensor::new(x.shape.clone(), result), elem))
+    Ok(Tensor::new(x.shape.clone(), result))
 }

@@ -328,7 +328,19 @@ impl<'f> Builder<'f> {
             OpKind::ReduceWindow(wa) => self.reduce_window(op, wa, &tys, rty, rshape),
             OpKind::SelectAndScatter(sa) => self.select_and_scatter(op, sa, &tys, rty, rshape),
             OpKind::AllReduce { .. } => self.all_reduce(op),
-            _ => Some(false),
+            // The generic step: ops with no kernel run alone on den's
+            // evaluator inside the plan (`Kind::Generic`), so a plan runs
+            // every op the evaluator runs. Ops added to the evaluator without
+            // a kernel belong here. (Calls and terminators never get here:
+            // `Builder::new` declines functions with calls, `build` takes the
+            // return.)
+            OpKind::Iota { .. }
+            | OpKind::Slice { .. }
+            | OpKind::Pad { .. }
+            | OpKind::Concatenate { .. }
+            | OpKind::Call { .. }
+            | OpKind::Return
+            | OpKind::FuncReturn => Some(false),
         }
     }
 

@@ -195,6 +195,8 @@ fn rand_int(rng: &mut Rng, elem: ElemType) -> i64 {
         ElemType::I1 => (0, 1),
         ElemType::I8 => (i8::MIN as i64, i8::MAX as i64),
         ElemType::UI8 => (0, u8::MAX as i64),
+        ElemType::I16 => (i16::MIN as i64, i16::MAX as i64),
+        ElemType::UI16 => (0, u16::MAX as i64),
         ElemType::I32 => (i32::MIN as i64, i32::MAX as i64),
         ElemType::UI32 => (0, u32::MAX as i64),
         ElemType::I64 => (i64::MIN, i64::MAX),

@@ -1,0 +1,208 @@
+//! `certgrad run` through the built binary keeps every tensor in its own
+//! element type: f64 arguments and results travel as float64 .npy and are
+//! computed in f64 (the native engine hands such a function to the typed
+//! generic evaluator and says so), an f32 function gives the same bits on
+//! the native plan and on `--generic`, and integer arguments of every width
+//! (ui64 above 2⁶³, i16) are read and written in their own dtype.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// A version-1 .npy file of `descr` (numpy's dtype string) and `shape`
+/// holding the little-endian bytes `data`.
+fn write_npy(path: &Path, descr: &str, shape: &[usize], data: &[u8]) {
+    let dims = match shape.len() {
+        1 => format!("({},)", shape[0]),
+        _ => format!(
+            "({})",
+            shape
+                .iter()
+                .map(|d| d.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    };
+    let mut header = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {dims}, }}");
+    while (10 + header.len() + 1) % 64 != 0 {
+        header.push(' ');
+    }
+    header.push('\n');
+    let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
+    bytes.extend_from_slice(&(header.len() as u16).to_le_bytes());
+    bytes.extend_from_slice(header.as_bytes());
+    bytes.extend_from_slice(data);
+    std::fs::write(path, bytes).unwrap();
+}
+
+/// (descr, data bytes) of a version-1 .npy file.
+fn read_npy(path: &Path) -> (String, Vec<u8>) {
+    let bytes = std::fs::read(path).unwrap();
+    assert_eq!(&bytes[..8], b"\x93NUMPY\x01\x00");
+    let hlen = u16::from_le_bytes([bytes[8], bytes[9]]) as usize;
+    let header = std::str::from_utf8(&bytes[10..10 + hlen]).unwrap();
+    let descr = header
+        .split("'descr': '")
+        .nth(1)
+        .unwrap()
+        .split('\'')
+        .next()
+        .unwrap()
+        .to_string();
+    (descr, bytes[10 + hlen..].to_vec())
+}
+
+fn f64s(b: &[u8]) -> Vec<f64> {
+    b.chunks_exact(8)
+        .map(|w| f64::from_le_bytes(w.try_into().unwrap()))
+        .collect()
+}
+
+fn f64_bytes(xs: &[f64]) -> Vec<u8> {
+    xs.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+fn f32_bytes(xs: &[f32]) -> Vec<u8> {
+    xs.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+fn temp_dir(tag: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("certgrad-run-types-{}-{tag}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Runs `certgrad run` on `module` with `inputs` (.npy files in `dir`) and
+/// `extra` flags; its stdout line.
+fn run(dir: &Path, module: &str, inputs: &[&str], out: &str, extra: &[&str]) -> String {
+    std::fs::write(dir.join("m.mlir"), module).unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_certgrad"));
+    cmd.arg("run").arg(dir.join("m.mlir")).arg("--inputs");
+    for i in inputs {
+        cmd.arg(dir.join(i));
+    }
+    cmd.arg("--out").arg(dir.join(out)).args(extra);
+    let o = cmd.output().unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout).to_string();
+    assert!(
+        o.status.success(),
+        "run failed: {stdout}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    stdout
+}
+
+const F64: &str = "func.func public @main(%x: tensor<3xf64>) -> (tensor<3xf64>, tensor<f64>) {
+  %one = stablehlo.constant dense<1.000000e+00> : tensor<3xf64>
+  %y = stablehlo.multiply %x, %one : tensor<3xf64>
+  %a = stablehlo.constant dense<1.000000e+04> : tensor<f64>
+  %b = stablehlo.constant dense<1.000000e+01> : tensor<f64>
+  %p = stablehlo.power %a, %b : tensor<f64>
+  return %y, %p : tensor<3xf64>, tensor<f64>
+}
+";
+
+#[test]
+fn f64_functions_run_in_f64_on_both_paths() {
+    let dir = temp_dir("f64");
+    let x = [5.0001, 1e300, -0.0];
+    write_npy(&dir.join("x.npy"), "<f8", &[3], &f64_bytes(&x));
+    for (out, flags, how) in [
+        ("native", &[][..], "generic typed evaluator: f64 tensors"),
+        ("generic", &["--generic"][..], "generic typed evaluator"),
+    ] {
+        let line = run(&dir, F64, &["x.npy"], out, flags);
+        assert!(line.contains(how), "{line}");
+        let (d0, y) = read_npy(&dir.join(out).join("out_0.npy"));
+        let (d1, p) = read_npy(&dir.join(out).join("out_1.npy"));
+        assert_eq!((d0.as_str(), d1.as_str()), ("<f8", "<f8"));
+        let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        // 5.0001 stays 5.0001 (not 5.000100135803223), 1e300 stays finite, −0 stays −0.
+        assert_eq!(bits(&f64s(&y)), bits(&x), "{out}");
+        // 10000^10 = 1e40, beyond f32's range.
+        assert_eq!(f64s(&p), vec![1e40], "{out}");
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+const F32: &str = "func.func public @main(%x: tensor<4xf32>, %y: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xi1>) {
+  %s = stablehlo.add %x, %y : tensor<4xf32>
+  %m = stablehlo.multiply %s, %x : tensor<4xf32>
+  %d = stablehlo.divide %m, %y : tensor<4xf32>
+  %a = stablehlo.abs %d : tensor<4xf32>
+  %q = stablehlo.sqrt %a : tensor<4xf32>
+  %c = stablehlo.compare GT, %q, %x : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xi1>
+  %mx = stablehlo.maximum %q, %y : tensor<4xf32>
+  %r = stablehlo.select %c, %mx, %d : tensor<4xi1>, tensor<4xf32>
+  return %r, %q, %c : tensor<4xf32>, tensor<4xf32>, tensor<4xi1>
+}
+";
+
+#[test]
+fn an_f32_function_gives_the_same_bits_native_and_generic() {
+    let dir = temp_dir("f32");
+    let x = [0.1f32, -3.7, 1.0e30, 7.25];
+    let y = [0.2f32, 1.0e-3, 3.0e8, -0.0];
+    write_npy(&dir.join("x.npy"), "<f4", &[4], &f32_bytes(&x));
+    write_npy(&dir.join("y.npy"), "<f4", &[4], &f32_bytes(&y));
+    let native = run(&dir, F32, &["x.npy", "y.npy"], "native", &[]);
+    assert!(native.contains("native (exec plan)"), "{native}");
+    let generic = run(&dir, F32, &["x.npy", "y.npy"], "generic", &["--generic"]);
+    assert!(generic.contains("generic typed evaluator"), "{generic}");
+    for i in 0..3 {
+        let name = format!("out_{i}.npy");
+        let a = read_npy(&dir.join("native").join(&name));
+        let b = read_npy(&dir.join("generic").join(&name));
+        assert_eq!(a, b, "output {i}");
+    }
+    // One element by hand: (0.1 + 0.2) · 0.1 / 0.2 in f32, each op rounded.
+    let s = 0.1f32 + 0.2f32;
+    let d = s * 0.1f32 / 0.2f32;
+    let (_, q) = read_npy(&dir.join("generic").join("out_1.npy"));
+    assert_eq!(
+        f32::from_le_bytes(q[..4].try_into().unwrap()),
+        d.abs().sqrt()
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+const INTS: &str = "func.func public @main(%u: tensor<2xui64>, %h: tensor<2xi16>) -> (tensor<2xui64>, tensor<2xi16>) {
+  %one = stablehlo.constant dense<1> : tensor<2xui64>
+  %a = stablehlo.add %u, %one : tensor<2xui64>
+  %k = stablehlo.constant dense<1> : tensor<2xi16>
+  %b = stablehlo.add %h, %k : tensor<2xi16>
+  return %a, %b : tensor<2xui64>, tensor<2xi16>
+}
+";
+
+#[test]
+fn integer_arguments_keep_their_dtype_and_wrap() {
+    let dir = temp_dir("ints");
+    let u: Vec<u8> = [u64::MAX, 1u64 << 63]
+        .iter()
+        .flat_map(|x| x.to_le_bytes())
+        .collect();
+    let h: Vec<u8> = [i16::MAX, -5i16]
+        .iter()
+        .flat_map(|x| x.to_le_bytes())
+        .collect();
+    write_npy(&dir.join("u.npy"), "<u8", &[2], &u);
+    write_npy(&dir.join("h.npy"), "<i2", &[2], &h);
+    for (out, flags) in [("native", &[][..]), ("generic", &["--generic"][..])] {
+        run(&dir, INTS, &["u.npy", "h.npy"], out, flags);
+        let (du, a) = read_npy(&dir.join(out).join("out_0.npy"));
+        let (dh, b) = read_npy(&dir.join(out).join("out_1.npy"));
+        assert_eq!((du.as_str(), dh.as_str()), ("<u8", "<i2"));
+        let a: Vec<u64> = a
+            .chunks_exact(8)
+            .map(|w| u64::from_le_bytes(w.try_into().unwrap()))
+            .collect();
+        let b: Vec<i16> = b
+            .chunks_exact(2)
+            .map(|w| i16::from_le_bytes(w.try_into().unwrap()))
+            .collect();
+        // 2^64 − 1 + 1 wraps to 0; 2^63 + 1 stays unsigned; i16 max + 1 wraps.
+        assert_eq!(a, vec![0, (1u64 << 63) + 1], "{out}");
+        assert_eq!(b, vec![i16::MIN, -4], "{out}");
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
