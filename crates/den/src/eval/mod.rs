@@ -1,6 +1,8 @@
 //! The generic evaluator: runs a function of an `ir::Module` over any
 //! [`Scalar`], one function per op following the StableHLO specification
-//! (families in `elementwise`, `shape`, `linalg`, `reduce`), recording the
+//! (families in `elementwise`, `shape`, `linalg`, `reduce`; indexed data
+//! movement in `gather`, `sort`; region-driven ops — while, case, if, map,
+//! scatter's and sort's regions — in `control`), recording the
 //! decision margins the certifier needs and dispatching heavy ops to the fast
 //! f32 kernels when asked.
 //!
