@@ -118,7 +118,7 @@ impl<'m> Interp<'m> {
         a: &ir::ScatterAttrs,
     ) -> Result<Vec<Value<S>>, Fail> {
         let all = self.operands(env, op)?;
-        if all.len() < 3 || all.len() % 2 == 0 {
+        if all.len() < 3 || all.len().is_multiple_of(2) {
             return Err(Fail::msg(
                 "scatter needs inputs, indices and as many updates",
             ));

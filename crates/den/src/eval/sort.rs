@@ -109,7 +109,7 @@ pub fn sort<S: Scalar>(
     if len > 0 {
         for base in 0..n {
             // Visit each line once, from the offset whose coordinate along d is 0.
-            if (base / strides[d]) % len != 0 {
+            if !(base / strides[d]).is_multiple_of(len) {
                 continue;
             }
             let mut line: Vec<usize> = (0..len).map(|k| base + k * strides[d]).collect();

@@ -176,7 +176,7 @@ pub(super) fn scatter_rule(
     ops: &[TensorType],
     body: &Block,
 ) -> Rule<Vec<TensorType>> {
-    if ops.len() < 3 || ops.len() % 2 == 0 {
+    if ops.len() < 3 || ops.len().is_multiple_of(2) {
         return Err(format!(
             "expected inputs, scatter indices and as many updates as inputs, found {} operand(s)",
             ops.len()

@@ -184,7 +184,7 @@ impl Parser<'_> {
             self.expect(":")?;
             self.ws();
             let tpos = self.pos;
-            let tys = if self.at("(") {
+            if self.at("(") {
                 let (ins, outs) = self.func_type()?;
                 self.check_types(&operands, &ins, tpos)?;
                 outs
@@ -192,8 +192,7 @@ impl Parser<'_> {
                 let tys = self.type_list("}")?;
                 self.check_types(&operands, &tys, tpos)?;
                 tys
-            };
-            tys
+            }
         };
         Ok(Self::simple(
             OpKind::OptimizationBarrier,
