@@ -113,11 +113,12 @@ impl Walk<'_> {
         given: &[TensorType],
         region_returns: &[Vec<TensorType>],
     ) -> Result<(), VerifyError> {
+        let i1 = [TensorType::scalar(crate::types::ElemType::I1)];
         for (i, got) in region_returns.iter().enumerate() {
             let want = match op.kind {
                 OpKind::Case | OpKind::If => given,
-                // The cond region's single i1 is checked by inference.
-                OpKind::While if i == 1 => operand_types,
+                OpKind::While if i == 0 => &i1,
+                OpKind::While => operand_types,
                 _ => continue,
             };
             if got.as_slice() != want {

@@ -510,3 +510,28 @@ fn jax_exports_parse_verify_and_round_trip() {
         fixed_point(&m);
     }
 }
+
+#[test]
+fn while_regions_returning_outer_values_are_checked_by_the_verifier() {
+    // The cond region returns a captured value: fine when it is an i1,
+    // rejected (with the region named) when it is not.
+    let body = |pred: &str, pty: &str| {
+        format!(
+            r#"    %0 = "stablehlo.while"(%arg0) ({{
+    ^bb0(%x: tensor<f32>):
+      stablehlo.return {pred} : {pty}
+    }}, {{
+    ^bb0(%x: tensor<f32>):
+      stablehlo.return %arg0 : tensor<f32>
+    }}) : (tensor<f32>) -> tensor<f32>
+    return %0 : tensor<f32>"#
+        )
+    };
+    let sig = "%arg0: tensor<f32>, %arg1: tensor<i1>) -> tensor<f32>";
+    parse(&func(sig, &body("%arg1", "tensor<i1>")));
+    let src = func(sig, &body("%arg0", "tensor<f32>"));
+    let m = parse_module(&src, "t.mlir").expect("parses");
+    let e = verify_module(&m).expect_err("cond returns an f32");
+    assert_eq!(e.op, "stablehlo.while");
+    assert!(e.message.contains("region 0 returns (tensor<f32>)"), "{e}");
+}

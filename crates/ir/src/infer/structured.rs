@@ -363,12 +363,9 @@ pub(super) fn while_rule(
 ) -> Rule<Vec<TensorType>> {
     expect_types("cond region argument", &block_arg_types(cond), ops)?;
     expect_types("body region argument", &block_arg_types(body), ops)?;
-    let pred = region_returns("cond", cond, None)?;
-    expect_types(
-        "cond region result",
-        &pred,
-        &[TensorType::scalar(ElemType::I1)],
-    )?;
+    let i1 = [TensorType::scalar(ElemType::I1)];
+    let pred = region_returns("cond", cond, Some(&i1))?;
+    expect_types("cond region result", &pred, &i1)?;
     let next = region_returns("body", body, given.or(Some(ops)))?;
     expect_types("body region result", &next, ops)?;
     Ok(ops.to_vec())
@@ -409,7 +406,7 @@ pub(super) fn sort_rule(dimension: i64, ops: &[TensorType], cmp: &Block) -> Rule
         same_shape(&format!("operand #{i}"), t, "operand #0", first)?;
     }
     let r = first.rank() as i64;
-    if dimension < -r || dimension >= r.max(1) {
+    if dimension < -r || dimension >= r {
         return Err(format!(
             "dimension {dimension} out of range for operands of rank {r}"
         ));
