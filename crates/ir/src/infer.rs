@@ -13,6 +13,8 @@ use crate::ops::{
 use crate::types::{ElemType, TensorType};
 use std::fmt;
 
+mod structured;
+
 /// An ill-typed op: which op, and what does not match (dimensions named).
 #[derive(Clone, Debug, PartialEq)]
 pub struct TypeError {
@@ -57,6 +59,9 @@ fn infer(
     let want_regions = match kind {
         OpKind::Reduce { .. } | OpKind::ReduceWindow(_) | OpKind::AllReduce { .. } => 1,
         OpKind::SelectAndScatter(_) => 2,
+        OpKind::Scatter(_) | OpKind::Sort { .. } | OpKind::Map { .. } => 1,
+        OpKind::While | OpKind::If => 2,
+        OpKind::Case => regions.len().max(1),
         _ => 0,
     };
     if regions.len() != want_regions {
@@ -171,6 +176,16 @@ fn infer(
         OpKind::AllReduce { replica_groups, .. } => {
             all_reduce_rule(replica_groups, ops, &regions[0])?
         }
+        OpKind::Gather(a) => vec![structured::gather_rule(a, ops)?],
+        OpKind::Scatter(a) => structured::scatter_rule(a, ops, &regions[0])?,
+        OpKind::DynamicSlice { sizes } => vec![structured::dynamic_slice_rule(sizes, ops)?],
+        OpKind::DynamicUpdateSlice => vec![structured::dynamic_update_slice_rule(ops)?],
+        OpKind::While => structured::while_rule(ops, &regions[0], &regions[1], given)?,
+        OpKind::Case => structured::branches_rule(ElemType::I32, ops, regions, given)?,
+        OpKind::If => structured::branches_rule(ElemType::I1, ops, regions, given)?,
+        OpKind::Sort { dimension, .. } => structured::sort_rule(*dimension, ops, &regions[0])?,
+        OpKind::Map { dimensions } => vec![structured::map_rule(dimensions, ops, &regions[0])?],
+        OpKind::OptimizationBarrier => ops.to_vec(),
         OpKind::Constant(_)
         | OpKind::Convert
         | OpKind::Reshape

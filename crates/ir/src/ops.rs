@@ -350,6 +350,33 @@ pub struct ScatterWindowAttrs {
     pub padding: Vec<(i64, i64)>,
 }
 
+/// `stablehlo.gather` dimension numbers and flags (spec names; empty lists
+/// where the text leaves a field out).
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct GatherAttrs {
+    pub offset_dims: Vec<i64>,
+    pub collapsed_slice_dims: Vec<i64>,
+    pub operand_batching_dims: Vec<i64>,
+    pub start_indices_batching_dims: Vec<i64>,
+    pub start_index_map: Vec<i64>,
+    pub index_vector_dim: i64,
+    pub slice_sizes: Vec<i64>,
+    pub indices_are_sorted: bool,
+}
+
+/// `stablehlo.scatter` dimension numbers and flags (spec names).
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct ScatterAttrs {
+    pub update_window_dims: Vec<i64>,
+    pub inserted_window_dims: Vec<i64>,
+    pub input_batching_dims: Vec<i64>,
+    pub scatter_indices_batching_dims: Vec<i64>,
+    pub scatter_dims_to_operand_dims: Vec<i64>,
+    pub index_vector_dim: i64,
+    pub indices_are_sorted: bool,
+    pub unique_indices: bool,
+}
+
 /// Every op certgrad knows. Attributes live in the variant; operands, results and
 /// regions live in [`crate::Op`].
 #[derive(Clone, Debug, PartialEq)]
@@ -425,6 +452,34 @@ pub enum OpKind {
     Return,
     /// `func.return`, the terminator of a function body.
     FuncReturn,
+    // Structured ops (issue 21): indexing, control flow, sorting.
+    /// Operands: operand, start_indices.
+    Gather(GatherAttrs),
+    /// Operands: inputs…, scatter_indices, updates…; one region (update computation).
+    Scatter(ScatterAttrs),
+    /// Operands: operand, one scalar start index per dimension.
+    DynamicSlice {
+        sizes: Vec<i64>,
+    },
+    /// Operands: operand, update, one scalar start index per dimension.
+    DynamicUpdateSlice,
+    /// Operands: the initial loop-carried values; regions: cond, body.
+    While,
+    /// Operand: a scalar i32 branch index; one region per branch (no arguments).
+    Case,
+    /// Operand: a scalar i1 predicate; regions: true branch, false branch.
+    If,
+    /// Operands sorted together along `dimension`; one region (the comparator).
+    Sort {
+        dimension: i64,
+        is_stable: bool,
+    },
+    /// Operands mapped elementwise over `dimensions`; one region (the computation).
+    Map {
+        dimensions: Vec<i64>,
+    },
+    /// Identity on every operand.
+    OptimizationBarrier,
 }
 
 impl OpKind {
@@ -432,7 +487,7 @@ impl OpKind {
     /// declaration order: with [`UnaryOp::ALL`] and [`BinaryOp::ALL`] they are
     /// every op the IR knows ([`OpKind::all_names`]). A new variant's name goes
     /// here too; the generator's coverage test fails until it does.
-    pub const STRUCTURED_NAMES: [&'static str; 22] = [
+    pub const STRUCTURED_NAMES: [&'static str; 32] = [
         "stablehlo.constant",
         "stablehlo.compare",
         "stablehlo.select",
@@ -455,7 +510,22 @@ impl OpKind {
         "func.call",
         "stablehlo.return",
         "func.return",
+        "stablehlo.gather",
+        "stablehlo.scatter",
+        "stablehlo.dynamic_slice",
+        "stablehlo.dynamic_update_slice",
+        "stablehlo.while",
+        "stablehlo.case",
+        "stablehlo.if",
+        "stablehlo.sort",
+        "stablehlo.map",
+        "stablehlo.optimization_barrier",
     ];
+
+    /// Ops the StableHLO specification defines that the IR cannot carry (tuple
+    /// types are not tensor types): parsing them is a clear "not supported".
+    pub const UNSUPPORTED_NAMES: [&'static str; 2] =
+        ["stablehlo.tuple", "stablehlo.get_tuple_element"];
 
     /// Every op name the IR knows, sorted (for "expected one of" messages and
     /// coverage tests).
@@ -497,6 +567,16 @@ impl OpKind {
             OpKind::Call { .. } => "func.call",
             OpKind::Return => "stablehlo.return",
             OpKind::FuncReturn => "func.return",
+            OpKind::Gather(_) => "stablehlo.gather",
+            OpKind::Scatter(_) => "stablehlo.scatter",
+            OpKind::DynamicSlice { .. } => "stablehlo.dynamic_slice",
+            OpKind::DynamicUpdateSlice => "stablehlo.dynamic_update_slice",
+            OpKind::While => "stablehlo.while",
+            OpKind::Case => "stablehlo.case",
+            OpKind::If => "stablehlo.if",
+            OpKind::Sort { .. } => "stablehlo.sort",
+            OpKind::Map { .. } => "stablehlo.map",
+            OpKind::OptimizationBarrier => "stablehlo.optimization_barrier",
         }
     }
 

@@ -69,6 +69,9 @@ struct Walk<'m> {
     scope: HashMap<ValueId, TensorType>,
     /// Next id in canonical order.
     next_id: u32,
+    /// The operand types of the last `stablehlo.return` walked: what the
+    /// region just verified returns, outer values included.
+    returned: Vec<TensorType>,
 }
 
 fn verify_func(m: &Module, f: &Func) -> Result<(), VerifyError> {
@@ -95,11 +98,43 @@ fn verify_func(m: &Module, f: &Func) -> Result<(), VerifyError> {
         func: f,
         scope: HashMap::new(),
         next_id: 0,
+        returned: Vec::new(),
     };
     w.block(&f.body, true)
 }
 
 impl Walk<'_> {
+    /// Regions of control-flow ops may return values from outside them, whose
+    /// types inference cannot see: check them here, where the scope is known.
+    fn control_flow_returns(
+        &self,
+        op: &Op,
+        operand_types: &[TensorType],
+        given: &[TensorType],
+        region_returns: &[Vec<TensorType>],
+    ) -> Result<(), VerifyError> {
+        let i1 = [TensorType::scalar(crate::types::ElemType::I1)];
+        for (i, got) in region_returns.iter().enumerate() {
+            let want = match op.kind {
+                OpKind::Case | OpKind::If => given,
+                OpKind::While if i == 0 => &i1,
+                OpKind::While => operand_types,
+                _ => continue,
+            };
+            if got.as_slice() != want {
+                return Err(self.error(
+                    op,
+                    format!(
+                        "region {i} returns ({}), expected ({})",
+                        list(got),
+                        list(want)
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
     fn error(&self, op: &Op, message: String) -> VerifyError {
         VerifyError {
             func: self.func.name.clone(),
@@ -179,10 +214,16 @@ impl Walk<'_> {
                 }
             }
         }
+        let mut region_returns = Vec::with_capacity(op.regions.len());
         for r in &op.regions {
             self.block(r, false)?;
+            region_returns.push(std::mem::take(&mut self.returned));
+        }
+        if op.kind == OpKind::Return {
+            self.returned = operand_types.clone();
         }
         let given: Vec<TensorType> = op.results.iter().map(|(_, t)| t.clone()).collect();
+        self.control_flow_returns(op, &operand_types, &given, &region_returns)?;
         let inferred = infer_result_types(&op.kind, &operand_types, &op.regions, Some(&given))
             .map_err(|e| self.error(op, e.message))?;
         if inferred != given {

@@ -1,19 +1,24 @@
 //! The generic evaluator: runs a function of an `ir::Module` over any
 //! [`Scalar`], one function per op following the StableHLO specification
-//! (families in `elementwise`, `shape`, `linalg`, `reduce`), recording the
+//! (families in `elementwise`, `shape`, `linalg`, `reduce`; indexed data
+//! movement in `gather`, `sort`; region-driven ops — while, case, if, map,
+//! scatter's and sort's regions — in `control`), recording the
 //! decision margins the certifier needs and dispatching heavy ops to the fast
 //! f32 kernels when asked.
 //!
 //! Op indices (for margins) are pre-order within a function: an op, then the
 //! ops of its regions, then the next op.
 
+mod control;
 mod elementwise;
 mod fastpath;
+mod gather;
 mod index;
 mod linalg;
 mod reduce;
 mod replica;
 mod shape;
+mod sort;
 
 pub use elementwise::wrap_int;
 pub use reduce::as_compare_selector;
@@ -822,6 +827,45 @@ impl<'m> Interp<'m> {
             }
             OpKind::Return | OpKind::FuncReturn => {
                 Err(Fail::msg("terminator in the middle of a block"))
+            }
+            // Structured ops (issue 21): gather.rs, sort.rs, control.rs.
+            OpKind::Gather(a) => {
+                arity(2)?;
+                let (x, i) = (get(env, op.operands[0])?, get(env, op.operands[1])?);
+                one(gather::gather(x, i, a, result_ty(0)?)?)
+            }
+            OpKind::Scatter(a) => self.eval_scatter(f, env, op, op_index, a),
+            OpKind::DynamicSlice { sizes } => {
+                let vs = op
+                    .operands
+                    .iter()
+                    .map(|v| get(env, *v))
+                    .collect::<Result<Vec<_>, _>>()?;
+                let (x, starts) = vs
+                    .split_first()
+                    .ok_or_else(|| Fail::msg("dynamic_slice needs an operand"))?;
+                one(gather::dynamic_slice(x, starts, sizes)?)
+            }
+            OpKind::DynamicUpdateSlice => {
+                let vs = op
+                    .operands
+                    .iter()
+                    .map(|v| get(env, *v))
+                    .collect::<Result<Vec<_>, _>>()?;
+                if vs.len() < 2 {
+                    return Err(Fail::msg(
+                        "dynamic_update_slice needs an operand and an update",
+                    ));
+                }
+                one(gather::dynamic_update_slice(vs[0], vs[1], &vs[2..])?)
+            }
+            OpKind::While => self.eval_while(f, env, op, op_index),
+            OpKind::Case => self.eval_branch(f, env, op, op_index, false),
+            OpKind::If => self.eval_branch(f, env, op, op_index, true),
+            OpKind::Sort { dimension, .. } => self.eval_sort(f, env, op, op_index, *dimension),
+            OpKind::Map { .. } => self.eval_map(f, env, op, op_index),
+            OpKind::OptimizationBarrier => {
+                op.operands.iter().map(|v| get(env, *v).cloned()).collect()
             }
         }
     }

@@ -53,6 +53,17 @@ fn defined_in(b: &Block, out: &mut Vec<ValueId>) {
     }
 }
 
+/// Whether `op` is a call or holds one in its regions (a JAX `while` body
+/// calls `@closed_call`): a one-op generic step carries no callees, so such a
+/// function runs whole on the generic evaluator.
+fn calls_a_function(op: &Op) -> bool {
+    matches!(op.kind, OpKind::Call { .. })
+        || op
+            .regions
+            .iter()
+            .any(|r| r.ops.iter().any(calls_a_function))
+}
+
 /// Whether a region reads only its own values.
 pub(crate) fn closed(b: &Block) -> bool {
     let mut own = Vec::new();
@@ -96,7 +107,7 @@ impl<'f> Builder<'f> {
         let mut uses = vec![0; n];
         let mut is_output = vec![false; n];
         for op in &f.body.ops {
-            if matches!(op.kind, OpKind::Call { .. }) {
+            if calls_a_function(op) {
                 return None;
             }
             if !op.regions.iter().all(closed) {

@@ -5,8 +5,8 @@
 
 use super::{Entry, OpParts, PResult, Parser, Span};
 use crate::ops::{
-    BinaryOp, CompareDirection, CompareType, ConvAttrs, OpKind, ScatterWindowAttrs, UnaryOp,
-    WindowAttrs,
+    BinaryOp, CompareDirection, CompareType, ConvAttrs, GatherAttrs, OpKind, ScatterAttrs,
+    ScatterWindowAttrs, UnaryOp, WindowAttrs,
 };
 use crate::types::TensorType;
 
@@ -102,6 +102,26 @@ impl Parser<'_> {
                 "func.call" | "call" => a.call()?,
                 "stablehlo.return" => OpKind::Return,
                 "func.return" | "return" => OpKind::FuncReturn,
+                "stablehlo.gather" => a.gather()?,
+                "stablehlo.scatter" => a.scatter()?,
+                "stablehlo.dynamic_slice" => OpKind::DynamicSlice {
+                    sizes: a.i64_array("slice_sizes")?,
+                },
+                "stablehlo.dynamic_update_slice" => OpKind::DynamicUpdateSlice,
+                "stablehlo.while" => OpKind::While,
+                "stablehlo.case" => OpKind::Case,
+                "stablehlo.if" => OpKind::If,
+                "stablehlo.sort" => OpKind::Sort {
+                    dimension: match a.value("dimension") {
+                        Some(s) => self.sub(s).int_attr()?,
+                        None => -1,
+                    },
+                    is_stable: a.flag("is_stable")?,
+                },
+                "stablehlo.map" => OpKind::Map {
+                    dimensions: a.i64_array("dimensions")?,
+                },
+                "stablehlo.optimization_barrier" => OpKind::OptimizationBarrier,
                 _ => return Err(self.unsupported(name, pos)),
             }
         };
@@ -344,5 +364,39 @@ impl Attrs<'_, '_> {
         let callee = p.symbol_ref()?;
         p.expect_end("the callee attribute")?;
         Ok(OpKind::Call { callee })
+    }
+
+    // Structured ops (issue 21).
+
+    /// An optional boolean attribute (`true`/`false`, or unit = true); absent is false.
+    fn flag(&mut self, key: &str) -> PResult<bool> {
+        let this = self.p;
+        match self.take(key) {
+            None => Ok(false),
+            Some(Entry { value: None, .. }) => Ok(true),
+            Some(Entry { value: Some(s), .. }) => match this.text(s).trim() {
+                "true" => Ok(true),
+                "false" => Ok(false),
+                t => Err(this.err_at(s.start, "true or false", t)),
+            },
+        }
+    }
+
+    fn gather(&mut self) -> PResult<OpKind> {
+        let mut g = GatherAttrs::default();
+        let s = self.need("dimension_numbers")?;
+        self.p.sub(s).gather_dims_attr(&mut g)?;
+        g.slice_sizes = self.i64_array("slice_sizes")?;
+        g.indices_are_sorted = self.flag("indices_are_sorted")?;
+        Ok(OpKind::Gather(g))
+    }
+
+    fn scatter(&mut self) -> PResult<OpKind> {
+        let mut a = ScatterAttrs::default();
+        let s = self.need("scatter_dimension_numbers")?;
+        self.p.sub(s).scatter_dims_attr(&mut a)?;
+        a.indices_are_sorted = self.flag("indices_are_sorted")?;
+        a.unique_indices = self.flag("unique_indices")?;
+        Ok(OpKind::Scatter(a))
     }
 }

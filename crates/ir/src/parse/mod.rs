@@ -23,6 +23,7 @@ mod lex;
 mod module;
 mod op;
 mod pretty;
+mod structured;
 mod types;
 
 use crate::module::{Block, Module, ValueId};
@@ -146,12 +147,12 @@ mod tests {
     #[test]
     fn error_display_has_file_line_col() {
         let e = parse_module(
-            "module {\n  func.func @f() {\n    %0 = stablehlo.while\n",
+            "module {\n  func.func @f() {\n    %0 = stablehlo.recv\n",
             "x.mlir",
         )
         .expect_err("unsupported op");
         assert_eq!((e.line, e.col), (3, 10));
-        assert_eq!(e.found, "stablehlo.while");
+        assert_eq!(e.found, "stablehlo.recv");
         assert!(e
             .to_string()
             .starts_with("x.mlir:3:10: expected a supported op ("));

@@ -116,6 +116,21 @@ impl Parser<'_> {
             OpKind::SelectAndScatter(_) => (n == 3, "3 operands".to_string(), 2),
             OpKind::AllReduce { .. } => (n >= 1, "at least 1 operand".to_string(), 1),
             OpKind::Call { .. } | OpKind::Return | OpKind::FuncReturn => (true, String::new(), 0),
+            OpKind::Gather(_) => (n == 2, "2 operands".to_string(), 0),
+            OpKind::Scatter(_) => (
+                n >= 3 && n & 1 == 1,
+                "inputs, indices and as many updates (an odd number ≥ 3 of operands)".to_string(),
+                1,
+            ),
+            OpKind::DynamicSlice { .. } => (n >= 1, "at least 1 operand".to_string(), 0),
+            OpKind::DynamicUpdateSlice => (n >= 2, "at least 2 operands".to_string(), 0),
+            OpKind::While => (true, String::new(), 2),
+            OpKind::If => (n == 1, "1 operand".to_string(), 2),
+            OpKind::Case => (n == 1, "1 operand".to_string(), parts.regions.len().max(1)),
+            OpKind::Sort { .. } | OpKind::Map { .. } => {
+                (n >= 1, "at least 1 operand".to_string(), 1)
+            }
+            OpKind::OptimizationBarrier => (true, String::new(), 0),
         };
         if !ok {
             return Err(self.err_at(pos, format!("{want} for {name}"), plural(n, "operand")));
@@ -187,6 +202,14 @@ impl Parser<'_> {
     }
 
     pub(super) fn unsupported(&self, name: &str, pos: usize) -> ParseError {
+        if OpKind::UNSUPPORTED_NAMES.contains(&name) {
+            // A known StableHLO op the IR cannot carry: say so, not "unknown op".
+            return self.err_at(
+                pos,
+                "an op certgrad supports (not supported: tuple values)",
+                format!("not supported: {name}"),
+            );
+        }
         let names = OpKind::all_names();
         self.err_at(pos, format!("a supported op ({})", names.join(", ")), name)
     }

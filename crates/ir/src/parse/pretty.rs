@@ -38,6 +38,10 @@ impl Parser<'_> {
             "stablehlo.reduce" => self.pretty_reduce(pos),
             "call" | "func.call" => self.pretty_call(),
             "return" | "func.return" | "stablehlo.return" => self.pretty_return(name),
+            "stablehlo.while" => self.pretty_while(),
+            "stablehlo.dynamic_slice" => self.pretty_dynamic_slice(),
+            "stablehlo.dynamic_update_slice" => self.pretty_dynamic_update_slice(),
+            "stablehlo.optimization_barrier" => self.pretty_optimization_barrier(),
             _ => Err(self.unsupported(name, pos)),
         }
     }

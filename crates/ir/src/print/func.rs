@@ -18,6 +18,8 @@ pub(super) struct FuncPrinter<'f> {
     /// Float constants are `%cst`, `%cst_0`, …; integer ones `%c`, `%c_0`, … (MLIR's style).
     next_cst: Option<usize>,
     next_c: Option<usize>,
+    /// `stablehlo.while` iteration arguments are `%iterArg`, `%iterArg_0`, ….
+    next_iter: Option<usize>,
 }
 
 impl<'f> FuncPrinter<'f> {
@@ -30,6 +32,7 @@ impl<'f> FuncPrinter<'f> {
             next_value: 0,
             next_cst: None,
             next_c: None,
+            next_iter: None,
         }
     }
 
@@ -47,7 +50,12 @@ impl<'f> FuncPrinter<'f> {
         }
     }
 
-    fn define(&mut self, v: ValueId, name: String, ty: &TensorType) {
+    /// A fresh `%iterArg…` name (MLIR's spelling of while-loop arguments).
+    pub(super) fn iter_arg_name(&mut self) -> String {
+        Self::counter(&mut self.next_iter, "%iterArg")
+    }
+
+    pub(super) fn define(&mut self, v: ValueId, name: String, ty: &TensorType) {
         self.names.insert(v, name);
         self.types.insert(v, ty.clone());
     }

@@ -6,6 +6,7 @@ use super::attrs::{
     array_i1, array_i64, conv_dims_attr, dense_groups, dense_pairs, dict_body, dot_attr, extras,
 };
 use super::func::FuncPrinter;
+use super::structured;
 use super::symbol;
 use crate::literal::dense_literal;
 use crate::module::Op;
@@ -121,6 +122,36 @@ fn inherent_attrs(kind: &OpKind, result_ty: Option<&TensorType>) -> Vec<(String,
         | OpKind::Reshape
         | OpKind::Return
         | OpKind::FuncReturn => {}
+        OpKind::Gather(g) => {
+            put("dimension_numbers", structured::gather_dims(g));
+            put(
+                "indices_are_sorted",
+                structured::bool_word(g.indices_are_sorted),
+            );
+            put("slice_sizes", array_i64(&g.slice_sizes));
+        }
+        OpKind::Scatter(s) => {
+            put(
+                "indices_are_sorted",
+                structured::bool_word(s.indices_are_sorted),
+            );
+            put("scatter_dimension_numbers", structured::scatter_dims(s));
+            put("unique_indices", structured::bool_word(s.unique_indices));
+        }
+        OpKind::DynamicSlice { sizes } => put("slice_sizes", array_i64(sizes)),
+        OpKind::Sort {
+            dimension,
+            is_stable,
+        } => {
+            put("dimension", format!("{dimension} : i64"));
+            put("is_stable", structured::bool_word(*is_stable));
+        }
+        OpKind::Map { dimensions } => put("dimensions", array_i64(dimensions)),
+        OpKind::DynamicUpdateSlice
+        | OpKind::While
+        | OpKind::Case
+        | OpKind::If
+        | OpKind::OptimizationBarrier => {}
     }
     a.sort_by(|x, y| x.0.cmp(&y.0));
     a

@@ -15,6 +15,7 @@ mod attrs;
 mod func;
 mod generic;
 mod pretty;
+mod structured;
 
 use crate::module::{Func, Module};
 use func::FuncPrinter;

@@ -44,6 +44,16 @@ impl FuncPrinter<'_> {
                     && c.rhs_dilation.len() == n
                     && (c.window_reversal.len() == n || c.window_reversal.iter().all(|r| !r))
             }
+            OpKind::While => Self::while_pretty_ok(op),
+            OpKind::OptimizationBarrier => {
+                nreg == 0 && nres == op.operands.len() && !op.operands.is_empty()
+            }
+            OpKind::Gather(_)
+            | OpKind::Scatter(_)
+            | OpKind::Case
+            | OpKind::If
+            | OpKind::Sort { .. }
+            | OpKind::Map { .. } => false,
             _ => nres == 1 && nreg == 0,
         }
     }
@@ -53,6 +63,11 @@ impl FuncPrinter<'_> {
         out.push_str(&pad);
         if !Self::pretty_ok(op) {
             self.generic(out, op, indent);
+            out.push('\n');
+            return;
+        }
+        if op.kind == OpKind::While {
+            self.while_op(out, op, indent);
             out.push('\n');
             return;
         }
@@ -184,11 +199,31 @@ impl FuncPrinter<'_> {
                     format!("{name} {args}{ex} : {}", self.operand_types(op).join(", "))
                 }
             }
+            OpKind::DynamicSlice { sizes } => format!(
+                "stablehlo.dynamic_slice {args}, sizes = {}{ex} : {}",
+                list(sizes),
+                self.functional(op)
+            ),
+            OpKind::DynamicUpdateSlice => format!(
+                "stablehlo.dynamic_update_slice {args}{ex} : {}",
+                self.functional(op)
+            ),
+            OpKind::OptimizationBarrier => format!(
+                "stablehlo.optimization_barrier {args}{ex} : {}",
+                self.operand_types(op).join(", ")
+            ),
             OpKind::Reduce { .. }
             | OpKind::ReduceWindow(_)
             | OpKind::SelectAndScatter(_)
-            | OpKind::AllReduce { .. } => {
-                unreachable!("handled before: reduce above, the others in generic form")
+            | OpKind::AllReduce { .. }
+            | OpKind::While
+            | OpKind::Gather(_)
+            | OpKind::Scatter(_)
+            | OpKind::Case
+            | OpKind::If
+            | OpKind::Sort { .. }
+            | OpKind::Map { .. } => {
+                unreachable!("handled before: reduce and while above, the others in generic form")
             }
         };
         out.push_str(&line);

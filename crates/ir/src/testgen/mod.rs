@@ -15,8 +15,8 @@ use crate::builder::FuncBuilder;
 use crate::infer::infer_result_types;
 use crate::module::{Block, Func, Module, ValueId, Visibility};
 use crate::ops::{
-    BinaryOp, CompareDirection, CompareType, ConvAttrs, ConvDims, DenseData, DotDims, OpKind,
-    ScatterWindowAttrs, UnaryOp, WindowAttrs,
+    BinaryOp, CompareDirection, CompareType, ConvAttrs, ConvDims, DenseData, DotDims, GatherAttrs,
+    OpKind, ScatterAttrs, ScatterWindowAttrs, UnaryOp, WindowAttrs,
 };
 use crate::rng::Rng;
 use crate::types::{ElemType, TensorType};
@@ -236,6 +236,7 @@ fn factors(mut n: i64) -> Vec<i64> {
 
 mod fixtures;
 mod ops;
+mod structured;
 
 pub use fixtures::*;
 use ops::Gen;

@@ -13,12 +13,17 @@ pub(super) struct Gen<'c> {
 }
 
 impl Gen<'_> {
-    fn ty(&self, v: ValueId) -> TensorType {
+    pub(super) fn ty(&self, v: ValueId) -> TensorType {
         self.b.ty(v).clone()
     }
 
     /// Push a single-result op; a type error is a generator bug.
-    fn push1(&mut self, kind: OpKind, operands: &[ValueId], given: Option<TensorType>) -> ValueId {
+    pub(super) fn push1(
+        &mut self,
+        kind: OpKind,
+        operands: &[ValueId],
+        given: Option<TensorType>,
+    ) -> ValueId {
         let what = format!("{kind:?}");
         let v = self
             .b
@@ -28,7 +33,7 @@ impl Gen<'_> {
         v
     }
 
-    fn push(
+    pub(super) fn push(
         &mut self,
         kind: OpKind,
         operands: &[ValueId],
@@ -51,7 +56,7 @@ impl Gen<'_> {
             .remove(0)
     }
 
-    fn constant(&mut self, ty: TensorType) -> ValueId {
+    pub(super) fn constant(&mut self, ty: TensorType) -> ValueId {
         let n = ty.num_elements() as usize;
         let splat = n != 1 && (n > 12 || self.rng.chance(0.5));
         let data = scalar_data(&mut self.rng, ty.elem, if splat { 1 } else { n });
@@ -71,7 +76,7 @@ impl Gen<'_> {
 
     /// A value of exactly `ty`: from the pool, reshaped from a pool value with
     /// as many elements, or a fresh constant.
-    fn value_of_type(&mut self, ty: &TensorType) -> ValueId {
+    pub(super) fn value_of_type(&mut self, ty: &TensorType) -> ValueId {
         if self.rng.chance(0.7) {
             if let Some(v) = self.find(|t| t == ty) {
                 return v;
@@ -97,7 +102,7 @@ impl Gen<'_> {
         self.constant(TensorType::new(shape, fallback))
     }
 
-    fn any_value(&mut self) -> ValueId {
+    pub(super) fn any_value(&mut self) -> ValueId {
         self.value_with_elem(|_| true, ElemType::F32)
     }
 
@@ -106,7 +111,7 @@ impl Gen<'_> {
     }
 
     pub(super) fn random_op(&mut self) {
-        match self.rng.below(23) {
+        match self.rng.below(31) {
             0 => {
                 let ty = TensorType::new(rand_shape(&mut self.rng, 3), rand_elem(&mut self.rng));
                 self.constant(ty);
@@ -132,6 +137,16 @@ impl Gen<'_> {
             19 => self.select_and_scatter(),
             20 => self.all_reduce(),
             21 => self.call(),
+            // Structured ops (issue 21), in testgen/structured.rs.
+            22 => self.gather(),
+            23 => self.scatter(),
+            24 => self.dynamic_slice(),
+            25 => self.dynamic_update_slice(),
+            26 => self.while_loop(),
+            27 => self.branches(),
+            28 => self.sort(),
+            29 => self.map(),
+            30 => self.optimization_barrier(),
             _ => self.binary(),
         }
     }
@@ -819,7 +834,7 @@ impl Gen<'_> {
 }
 
 /// One random scalar op inside a region, over the scalars in `pool`.
-fn scalar_op(b: &mut FuncBuilder, rng: &mut Rng, pool: &mut Vec<ValueId>) {
+pub(super) fn scalar_op(b: &mut FuncBuilder, rng: &mut Rng, pool: &mut Vec<ValueId>) {
     let a = rng.pick(pool);
     let ty = b.ty(a).clone();
     let e = ty.elem;
