@@ -13,6 +13,9 @@ use crate::types::TensorType;
 impl Parser<'_> {
     /// `"name"(operands) [<{props}>] [({regions})] [{attrs}] : (…) -> …`.
     pub(super) fn generic_op(&mut self, name: &str, pos: usize) -> PResult<OpParts> {
+        if OpKind::REJECTED_NAMES.contains(&name) {
+            return Err(self.not_supported(name, pos));
+        }
         self.expect("(")?;
         let operands = self.operands()?;
         self.expect(")")?;
@@ -102,6 +105,18 @@ impl Parser<'_> {
                 "func.call" | "call" => a.call()?,
                 "stablehlo.return" => OpKind::Return,
                 "func.return" | "return" => OpKind::FuncReturn,
+                // Issue 21.
+                "stablehlo.bitcast_convert" => OpKind::BitcastConvert,
+                "stablehlo.reduce_precision" => OpKind::ReducePrecision {
+                    exponent_bits: a.int_attr("exponent_bits")?,
+                    mantissa_bits: a.int_attr("mantissa_bits")?,
+                },
+                "stablehlo.get_dimension_size" => OpKind::GetDimensionSize {
+                    dimension: a.int_attr("dimension")?,
+                },
+                "chlo.top_k" => OpKind::TopK {
+                    k: a.int_attr("k")?,
+                },
                 _ => return Err(self.unsupported(name, pos)),
             }
         };

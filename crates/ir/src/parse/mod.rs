@@ -17,6 +17,7 @@
 //! forms), `attrs` (attribute values) and `dense` (dense literals).
 
 mod attrs;
+mod chlo;
 mod dense;
 mod generic;
 mod lex;
@@ -45,8 +46,26 @@ pub struct ParseError {
     pub found: String,
 }
 
+/// The `expected` of a [`ParseError`] for an op certgrad rejects on purpose;
+/// such an error displays as "not supported: <op> at <file>:<line>:<col>".
+pub const NOT_SUPPORTED: &str = "not supported";
+
+impl ParseError {
+    /// Whether this error rejects a known-but-unsupported op.
+    pub fn is_not_supported(&self) -> bool {
+        self.expected == NOT_SUPPORTED
+    }
+}
+
 impl fmt::Display for ParseError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.is_not_supported() {
+            return write!(
+                f,
+                "not supported: {} at {}:{}:{}",
+                self.found, self.file, self.line, self.col
+            );
+        }
         write!(
             f,
             "{}:{}:{}: expected {}, found {}",

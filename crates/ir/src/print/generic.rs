@@ -113,6 +113,17 @@ fn inherent_attrs(kind: &OpKind, result_ty: Option<&TensorType>) -> Vec<(String,
             }
         }
         OpKind::Call { callee } => put("callee", symbol(callee)),
+        // Issue 21.
+        OpKind::ReducePrecision {
+            exponent_bits,
+            mantissa_bits,
+        } => {
+            put("exponent_bits", format!("{exponent_bits} : i32"));
+            put("mantissa_bits", format!("{mantissa_bits} : i32"));
+        }
+        OpKind::GetDimensionSize { dimension } => put("dimension", format!("{dimension} : i64")),
+        OpKind::TopK { k } => put("k", format!("{k} : i64")),
+        OpKind::BitcastConvert => {}
         OpKind::Unary(_)
         | OpKind::Binary(_)
         | OpKind::Select
