@@ -7,6 +7,7 @@
 //! Op indices (for margins) are pre-order within a function: an op, then the
 //! ops of its regions, then the next op.
 
+mod bits;
 mod elementwise;
 mod fastpath;
 mod index;
@@ -14,6 +15,7 @@ mod linalg;
 mod reduce;
 mod replica;
 mod shape;
+mod topk;
 
 pub use elementwise::wrap_int;
 pub use reduce::as_compare_selector;
@@ -690,6 +692,36 @@ impl<'m> Interp<'m> {
                 one(reduce::select_and_scatter(
                     &x, &s, &i, sa, selector, scatter, &mut body, dec,
                 )?)
+            }
+            // Issue 21.
+            OpKind::BitcastConvert => {
+                arity(1)?;
+                one(bits::bitcast_convert(
+                    get(env, op.operands[0])?,
+                    result_ty(0)?,
+                )?)
+            }
+            OpKind::ReducePrecision {
+                exponent_bits,
+                mantissa_bits,
+            } => {
+                arity(1)?;
+                one(bits::reduce_precision(
+                    get(env, op.operands[0])?,
+                    *exponent_bits,
+                    *mantissa_bits,
+                )?)
+            }
+            OpKind::GetDimensionSize { dimension } => {
+                arity(1)?;
+                one(bits::get_dimension_size(
+                    get(env, op.operands[0])?,
+                    *dimension,
+                )?)
+            }
+            OpKind::TopK { k } => {
+                arity(1)?;
+                topk::top_k(get(env, op.operands[0])?, *k, dec)
             }
             OpKind::AllReduce { replica_groups, .. } => {
                 let operands = op
