@@ -101,12 +101,39 @@ pub fn erf_inv(x: f64) -> f64 {
     y.copysign(x)
 }
 
-/// log|Γ(x)|: +∞ at the poles (0, −1, −2, …) and at ±∞, NaN for NaN. Zero
-/// exactly at 1 and 2.
+/// ζ(k) − 1 = ζ(k, 2) for k = 2, 3, …, 41, computed once (the Taylor
+/// coefficients of lnΓ(1+t) beyond its logarithmic part).
+fn zeta_minus_one() -> &'static [f64; 40] {
+    static TABLE: std::sync::OnceLock<[f64; 40]> = std::sync::OnceLock::new();
+    TABLE.get_or_init(|| std::array::from_fn(|i| zeta(i as f64 + 2.0, 2.0)))
+}
+
+/// lnΓ(1+t) for |t| ≤ ½ from the Taylor series
+/// lnΓ(1+t) = −ln(1+t) + t(1−γ) + Σ_{k≥2} (−1)ᵏ(ζ(k)−1)tᵏ/k,
+/// whose terms fall like (t/2)ᵏ.
+fn lgamma_one_plus(t: f64) -> f64 {
+    const EULER_GAMMA: f64 = 0.577_215_664_901_532_9;
+    let mut sum = 0.0;
+    let mut tk = -t; // (−t)ᵏ
+    for (i, z) in zeta_minus_one().iter().enumerate() {
+        let k = i as f64 + 2.0;
+        tk *= -t;
+        let term = z * tk / k;
+        sum += term;
+        if term.abs() <= 1e-18 * sum.abs() {
+            break;
+        }
+    }
+    -t.ln_1p() + t * (1.0 - EULER_GAMMA) + sum
+}
+
+/// log|Γ(x)|: +∞ at the poles (0, −1, −2, …) and at ±∞, NaN for NaN; +0 at 1 and 2.
 ///
-/// Positive x are shifted above 10 with Γ(x+1) = xΓ(x) and then the Stirling
-/// series (x−½)ln x − x + ½ln 2π + Σ B₂ₖ/(2k(2k−1)x^{2k−1}) is summed; negative
-/// x use the reflection Γ(x)Γ(1−x) = π/sin(πx).
+/// Near 1 (|x−1| ≤ ½) the Taylor series of lnΓ(1+t); below, lnΓ(x) =
+/// lnΓ(x+1) − ln x; between 1.5 and 10 the recurrence Γ(x) = (x−1)Γ(x−1) down
+/// into that interval (every log term positive, so no cancellation); from 10
+/// on the Stirling series (x−½)ln x − x + ½ln 2π + Σ B₂ₖ/(2k(2k−1)x^{2k−1}).
+/// Negative x use the reflection Γ(x)Γ(1−x) = π/sin(πx).
 pub fn lgamma(x: f64) -> f64 {
     if x.is_nan() {
         return x;
@@ -124,26 +151,31 @@ pub fn lgamma(x: f64) -> f64 {
         }
         return PI.ln() - s.abs().ln() - lgamma(1.0 - x);
     }
-    let mut shifted = x;
-    let mut log_product = 0.0;
-    let mut product = 1.0;
-    while shifted < 10.0 {
-        product *= shifted;
-        shifted += 1.0;
+    if x < 0.5 {
+        return lgamma_one_plus(x) - x.ln();
     }
-    if product != 1.0 {
-        log_product = product.ln();
+    if x <= 1.5 {
+        return lgamma_one_plus(x - 1.0);
     }
-    let z = shifted;
+    if x < 10.0 {
+        // Γ(x) = (x−1)(x−2)…(x−n)·Γ(x−n) with x − n in (0.5, 1.5].
+        let mut z = x;
+        let mut log_sum = 0.0;
+        while z > 1.5 {
+            z -= 1.0;
+            log_sum += z.ln();
+        }
+        return log_sum + lgamma_one_plus(z - 1.0);
+    }
+    let z2 = x * x;
     let mut series = 0.0;
-    let z2 = z * z;
-    let mut zpow = z;
+    let mut zpow = x;
     for (k, b) in BERNOULLI_EVEN.iter().enumerate() {
         let two_k = 2.0 * (k as f64 + 1.0);
         series += b / (two_k * (two_k - 1.0) * zpow);
         zpow *= z2;
     }
-    (z - 0.5) * z.ln() - z + 0.5 * (2.0 * PI).ln() + series - log_product
+    (x - 0.5) * x.ln() - x + 0.5 * (2.0 * PI).ln() + series
 }
 
 /// ψ(x) = Γ'(x)/Γ(x): NaN at the poles (0, −1, …), at −∞ and for NaN; +∞ at +∞.
