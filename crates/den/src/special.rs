@@ -216,8 +216,11 @@ pub fn digamma(x: f64) -> f64 {
 /// +∞ at s = 1 and at the poles q = 0, −1, −2, …; NaN for s < 1, infinite
 /// arguments, and negative non-integer q with a non-integer s.
 ///
-/// The first N terms are summed directly and the rest by Euler–Maclaurin:
-/// (q+N)^{1−s}/(s−1) + (q+N)^{−s}/2 + Σⱼ B₂ⱼ/(2j)!·s(s+1)…(s+2j−2)·(q+N)^{−s−2j+1}.
+/// For q > 0 the first terms are summed directly and the rest by
+/// Euler–Maclaurin: (q+N)^{1−s}/(s−1) + (q+N)^{−s}/2 +
+/// Σⱼ B₂ⱼ/(2j)!·s(s+1)…(s+2j−2)·(q+N)^{−s−2j+1}. A negative q (integer s) is
+/// brought into (0, 1) by K = ⌈−q⌉ steps whose terms (−(r+j))^{−s},
+/// r = 1 − (q+K), sum to (−1)ˢ(ζ(s, r) − ζ(s, r+K)): constant time for any q.
 pub fn zeta(s: f64, q: f64) -> f64 {
     if s.is_nan() || q.is_nan() || s.is_infinite() || q.is_infinite() || s < 1.0 {
         return f64::NAN;
@@ -232,9 +235,18 @@ pub fn zeta(s: f64, q: f64) -> f64 {
         if s != s.trunc() {
             return f64::NAN;
         }
+        let k = (-q).ceil();
+        let shifted = q + k; // in (0, 1)
+        let r = 1.0 - shifted;
+        let sign = if s % 2.0 == 0.0 { 1.0 } else { -1.0 };
+        return sign * (zeta_positive(s, r) - zeta_positive(s, r + k)) + zeta_positive(s, shifted);
     }
-    // Enough direct terms that q+N is positive and large for the asymptotic tail.
-    let n_direct = (12.0 - q.min(0.0).floor()).max(12.0) as usize + (s.min(60.0) / 4.0) as usize;
+    zeta_positive(s, q)
+}
+
+/// ζ(s, q) for s > 1 and q > 0 by Euler–Maclaurin after 12 + s/4 direct terms.
+fn zeta_positive(s: f64, q: f64) -> f64 {
+    let n_direct = 12 + (s.min(60.0) / 4.0) as usize;
     let mut sum = 0.0;
     for k in 0..n_direct {
         sum += (q + k as f64).powf(-s);
@@ -247,6 +259,11 @@ pub fn zeta(s: f64, q: f64) -> f64 {
     let mut apow = a.powf(-s - 1.0);
     for (j, b) in BERNOULLI_EVEN.iter().enumerate() {
         let term = b / factorial * rising * apow;
+        // A huge s overflows the rising factorial while a^{−s} underflows:
+        // the tail is then far below the sum already.
+        if !term.is_finite() {
+            break;
+        }
         sum += term;
         if term.abs() <= 1e-17 * sum.abs() {
             break;
@@ -261,7 +278,7 @@ pub fn zeta(s: f64, q: f64) -> f64 {
 
 /// ψ⁽ⁿ⁾(x), the n-th derivative of digamma: ψ for n = 0, and
 /// (−1)ⁿ⁺¹·n!·ζ(n+1, x) for integer n ≥ 1; NaN for a negative or
-/// non-integer order.
+/// non-integer order. (n! overflows f64 past n = 170.)
 pub fn polygamma(n: f64, x: f64) -> f64 {
     if n.is_nan() || x.is_nan() || n < 0.0 || n != n.trunc() || n.is_infinite() {
         return f64::NAN;
@@ -271,7 +288,7 @@ pub fn polygamma(n: f64, x: f64) -> f64 {
     }
     let mut factorial = 1.0;
     let mut k = 2.0;
-    while k <= n {
+    while k <= n.min(171.0) {
         factorial *= k;
         k += 1.0;
     }

@@ -292,6 +292,21 @@ fn zeta_and_polygamma_known_values() {
     assert_close(&got, &want, 1e-15, "polygamma");
 }
 
+/// Arguments far out finish in constant time (random modules feed f32
+/// extremes): a negative q a million steps from (0, 1), an order of 10³⁸.
+#[test]
+fn zeta_and_polygamma_far_out() {
+    let q = -1e6 - 0.5;
+    // Σ over q, q+1, … pairs each negative term with a positive one:
+    // ζ(2, q) = 2ζ(2, ½) − ζ(2, 10⁶ + 1.5) = π² − ζ(2, 10⁶ + 1.5), and
+    // ζ(2, a) = 1/(a − ½) + O(a⁻³).
+    let got = binary_f64("chlo.zeta", &[2.0], &[q]);
+    let want = PI * PI - 1.0 / (1e6 + 1.0);
+    assert!((got[0] - want).abs() < 1e-12, "zeta(2, {q}) = {}, want {want}", got[0]);
+    let huge = binary_f64("chlo.polygamma", &[1e38, 3.0], &[2.0, 1e30]);
+    assert_eq!(huge.len(), 2);
+}
+
 #[test]
 fn bessel_i1e_series_asymptotics_and_symmetry() {
     // I₁(1) = Σ (½)^{2k+1}/(k!(k+1)!) = 0.5651591039924851.
@@ -781,4 +796,105 @@ fn exact_scalar_rational_cases_and_refusals() {
     )
     .unwrap();
     assert_eq!(e, Exact::from_f64(1.0 + 2f64.powi(-7)).unwrap());
+}
+
+// ---------------------------------------------------------------------------
+// triangular_solve.
+
+/// `stablehlo.triangular_solve` (generic form, as MLIR prints it) of a 3×3 a
+/// and b of `b_shape`, over f64.
+fn triangular_module(b_shape: &str, left: bool, lower: bool, unit: bool, transpose: &str) -> ir::Module {
+    let a = "tensor<3x3xf64>";
+    let b = format!("tensor<{b_shape}xf64>");
+    let body = format!(
+        "    %r = \"stablehlo.triangular_solve\"(%arg0, %arg1) <{{left_side = {left}, lower = {lower}, \
+         transpose_a = #stablehlo<transpose {transpose}>, unit_diagonal = {unit}}}> : ({a}, {b}) -> {b}\n\
+         \x20   return %r : {b}"
+    );
+    module(&[a, &b], &body, &b)
+}
+
+fn mat(rows: usize, cols: usize, data: &[f64]) -> Value<f64> {
+    Value::Float(Tensor::new(vec![rows, cols], data.to_vec()), ElemType::F64)
+}
+
+#[test]
+fn triangular_solve_by_substitution() {
+    let nan = f64::NAN;
+    // Lower triangle [[2,0,0],[1,4,0],[−1,3,8]]; the upper triangle holds NaN,
+    // which must never be read when lower = true.
+    let a_lower = [2.0, nan, nan, 1.0, 4.0, nan, -1.0, 3.0, 8.0];
+    let b = [2.0, 4.0, 5.0, 6.0, 7.0, 8.0];
+    // Forward substitution by hand: x₁ = b₁/2; x₂ = (b₂ − x₁)/4; x₃ = (b₃ + x₁ − 3x₂)/8.
+    let m = triangular_module("3x2", true, true, false, "NO_TRANSPOSE");
+    let x = run(&m, vec![mat(3, 3, &a_lower), mat(3, 2, &b)]);
+    assert_eq!(floats(&x[0]), [1.0, 2.0, 1.0, 1.0, 0.625, 0.875]);
+    // Unit diagonal: the NaN-free diagonal is not read either.
+    let mut a_unit = a_lower;
+    for i in 0..3 {
+        a_unit[i * 4] = nan;
+    }
+    let m = triangular_module("3x2", true, true, true, "NO_TRANSPOSE");
+    let x = run(&m, vec![mat(3, 3, &a_unit), mat(3, 2, &b)]);
+    assert_eq!(floats(&x[0]), [2.0, 4.0, 3.0, 2.0, 0.0, 6.0]);
+    // Upper triangle (the transpose of the matrix above), back substitution:
+    // x₃ = b₃/8; x₂ = (b₂ − 3x₃)/4; x₁ = (b₁ − x₂ + x₃)/2.
+    let a_upper = [2.0, 1.0, -1.0, nan, 4.0, 3.0, nan, nan, 8.0];
+    let m = triangular_module("3x2", true, false, false, "NO_TRANSPOSE");
+    let x = run(&m, vec![mat(3, 3, &a_upper), mat(3, 2, &b)]);
+    assert_eq!(floats(&x[0]), [1.140625, 2.125, 0.59375, 0.75, 0.875, 1.0]);
+    // TRANSPOSE of the lower triangle is that upper matrix: the same solution;
+    // ADJOINT is the same for real types.
+    for t in ["TRANSPOSE", "ADJOINT"] {
+        let m = triangular_module("3x2", true, true, false, t);
+        let x = run(&m, vec![mat(3, 3, &a_lower), mat(3, 2, &b)]);
+        assert_eq!(floats(&x[0]), [1.140625, 2.125, 0.59375, 0.75, 0.875, 1.0], "{t}");
+    }
+    // Right side: x·aᵀ = bᵀ, i.e. a·xᵀ = b, so x is the first solution transposed.
+    let bt = [2.0, 5.0, 7.0, 4.0, 6.0, 8.0];
+    let m = triangular_module("2x3", false, true, false, "TRANSPOSE");
+    let x = run(&m, vec![mat(3, 3, &a_lower), mat(2, 3, &bt)]);
+    assert_eq!(floats(&x[0]), [1.0, 1.0, 0.625, 2.0, 1.0, 0.875]);
+}
+
+#[test]
+fn triangular_solve_is_exact_and_differentiable() {
+    let a = [2.0, 0.0, 0.0, 1.0, 4.0, 0.0, -1.0, 3.0, 8.0];
+    let b = [2.0, 4.0, 5.0, 6.0, 7.0, 8.0];
+    let m = triangular_module("3x2", true, true, false, "NO_TRANSPOSE");
+    let ex = |d: &[f64], r, c| {
+        Value::Float(
+            Tensor::new(vec![r, c], d.iter().map(|&x| Exact::from_f64(x).unwrap()).collect()),
+            ElemType::F64,
+        )
+    };
+    let x = run(&m, vec![ex(&a, 3, 3), ex(&b, 3, 2)]);
+    assert_eq!(x[0].as_float().unwrap().data[4], Exact::ratio(5, 8));
+    // Tangent along a[2][1] (the 3 in row 3): x₃ = (b₃ + x₁ − 3x₂)/8, so
+    // ∂x₃/∂a₂₁ = −x₂/8 = −1/8 in both columns; x₁, x₂ do not move.
+    let dual = |d: &[f64], seed: Option<usize>, r, c| {
+        let data = d
+            .iter()
+            .enumerate()
+            .map(|(i, &x)| Dual::new(x, if Some(i) == seed { 1.0 } else { 0.0 }))
+            .collect();
+        Value::Float(Tensor::new(vec![r, c], data), ElemType::F64)
+    };
+    let x = run(&m, vec![dual(&a, Some(7), 3, 3), dual(&b, None, 3, 2)]);
+    let t: Vec<f64> = x[0].as_float().unwrap().data.iter().map(|d| d.tangent).collect();
+    assert_eq!(t, [0.0, 0.0, 0.0, 0.0, -0.125, -0.125]);
+    // And against a central difference along b₁₁ (entry 0).
+    let x = run(&m, vec![dual(&a, None, 3, 3), dual(&b, Some(0), 3, 2)]);
+    let t: Vec<f64> = x[0].as_float().unwrap().data.iter().map(|d| d.tangent).collect();
+    let h = 1e-6;
+    let solve = |db: f64| {
+        let mut bb = b;
+        bb[0] += db;
+        floats(&run(&m, vec![mat(3, 3, &a), mat(3, 2, &bb)])[0])
+    };
+    let (up, down) = (solve(h), solve(-h));
+    for i in 0..6 {
+        let fd = (up[i] - down[i]) / (2.0 * h);
+        assert!((t[i] - fd).abs() < 1e-8, "entry {i}: tangent {}, difference {fd}", t[i]);
+    }
 }

@@ -185,6 +185,9 @@ fn infer(
             vec![get_dimension_size_rule(*dimension, ops)?]
         }
         OpKind::TopK { k } => top_k_rule(*k, ops)?,
+        OpKind::TriangularSolve { left_side, .. } => {
+            vec![triangular_solve_rule(*left_side, ops)?]
+        }
         OpKind::Constant(_)
         | OpKind::BitcastConvert
         | OpKind::Convert
@@ -549,6 +552,36 @@ fn top_k_rule(k: i64, ops: &[TensorType]) -> Rule<Vec<TensorType>> {
         TensorType::new(shape.clone(), ops[0].elem),
         TensorType::new(shape, ElemType::I32),
     ])
+}
+
+/// `triangular_solve`: a is `[…, M, M]`, b is `[…, M, N]` (left side) or
+/// `[…, N, M]`, the same float type and batch dimensions; the result is b's type.
+fn triangular_solve_rule(left_side: bool, ops: &[TensorType]) -> Rule<TensorType> {
+    operand_count(ops, 2)?;
+    let (a, b) = (&ops[0], &ops[1]);
+    same_elem("a", a, "b", b)?;
+    if !a.elem.is_float() {
+        return Err(format!("operand element type {} not allowed", a.elem));
+    }
+    let r = a.rank();
+    if r < 2 || b.rank() != r {
+        return Err(format!("a {a} and b {b} must have the same rank >= 2"));
+    }
+    let m = a.shape[r - 1];
+    if a.shape[r - 2] != m {
+        return Err(format!("a {a} must be square in its last two dimensions"));
+    }
+    if a.shape[..r - 2] != b.shape[..r - 2] {
+        return Err(format!("batch dimensions of a {a} and b {b} differ"));
+    }
+    let shared = if left_side { b.shape[r - 2] } else { b.shape[r - 1] };
+    if shared != m {
+        return Err(format!(
+            "b {b} must have {m} {} (left_side = {left_side})",
+            if left_side { "rows" } else { "columns" }
+        ));
+    }
+    Ok(b.clone())
 }
 
 fn compare_rule(compare_type: Option<CompareType>, ops: &[TensorType]) -> Rule<TensorType> {

@@ -344,6 +344,36 @@ fn rejected_ops_say_not_supported_with_their_position() {
     }
 }
 
+#[test]
+fn triangular_solve_generic_form_round_trips() {
+    let src = func(
+        "%arg0: tensor<2x3x3xf32>, %arg1: tensor<2x3x4xf32>",
+        "tensor<2x3x4xf32>",
+        "    %0 = \"stablehlo.triangular_solve\"(%arg0, %arg1) <{left_side = true, lower = false, transpose_a = #stablehlo<transpose ADJOINT>, unit_diagonal = true}> : (tensor<2x3x3xf32>, tensor<2x3x4xf32>) -> tensor<2x3x4xf32>\n    return %0 : tensor<2x3x4xf32>",
+    );
+    let m = parse(&src);
+    assert_eq!(
+        m.funcs[0].body.ops[0].kind,
+        OpKind::TriangularSolve {
+            left_side: true,
+            lower: false,
+            unit_diagonal: true,
+            transpose_a: ir::TransposeA::Adjoint,
+        }
+    );
+    let text = print_module(&m);
+    assert!(text.contains("transpose_a = #stablehlo<transpose ADJOINT>"), "{text}");
+    assert!(parse(&text) == m);
+    // b must have M rows on the left side.
+    let bad = func(
+        "%arg0: tensor<3x3xf32>, %arg1: tensor<4x3xf32>",
+        "tensor<4x3xf32>",
+        "    %0 = \"stablehlo.triangular_solve\"(%arg0, %arg1) <{left_side = true, lower = true, transpose_a = #stablehlo<transpose NO_TRANSPOSE>, unit_diagonal = false}> : (tensor<3x3xf32>, tensor<4x3xf32>) -> tensor<4x3xf32>\n    return %0 : tensor<4x3xf32>",
+    );
+    let e = verify_module(&parse_module(&bad, "t.mlir").unwrap()).unwrap_err();
+    assert!(e.to_string().contains("must have 3 rows"), "{e}");
+}
+
 /// An unknown op keeps the "expected a supported op (…)" message, which lists
 /// the new names too.
 #[test]

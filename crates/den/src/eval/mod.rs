@@ -16,6 +16,7 @@ mod reduce;
 mod replica;
 mod shape;
 mod topk;
+mod triangular;
 
 pub use elementwise::wrap_int;
 pub use reduce::as_compare_selector;
@@ -722,6 +723,22 @@ impl<'m> Interp<'m> {
             OpKind::TopK { k } => {
                 arity(1)?;
                 topk::top_k(get(env, op.operands[0])?, *k, dec)
+            }
+            OpKind::TriangularSolve {
+                left_side,
+                lower,
+                unit_diagonal,
+                transpose_a,
+            } => {
+                arity(2)?;
+                one(triangular::triangular_solve(
+                    get(env, op.operands[0])?,
+                    get(env, op.operands[1])?,
+                    *left_side,
+                    *lower,
+                    *unit_diagonal,
+                    *transpose_a,
+                )?)
             }
             OpKind::AllReduce { replica_groups, .. } => {
                 let operands = op

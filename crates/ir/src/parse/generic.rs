@@ -5,8 +5,8 @@
 
 use super::{Entry, OpParts, PResult, Parser, Span};
 use crate::ops::{
-    BinaryOp, CompareDirection, CompareType, ConvAttrs, OpKind, ScatterWindowAttrs, UnaryOp,
-    WindowAttrs,
+    BinaryOp, CompareDirection, CompareType, ConvAttrs, OpKind, ScatterWindowAttrs, TransposeA,
+    UnaryOp, WindowAttrs,
 };
 use crate::types::TensorType;
 
@@ -117,6 +117,7 @@ impl Parser<'_> {
                 "chlo.top_k" => OpKind::TopK {
                     k: a.int_attr("k")?,
                 },
+                "stablehlo.triangular_solve" => a.triangular_solve()?,
                 _ => return Err(self.unsupported(name, pos)),
             }
         };
@@ -350,6 +351,31 @@ impl Attrs<'_, '_> {
             replica_groups,
             channel_id,
             use_global_device_ids,
+        })
+    }
+
+    /// A required `true`/`false` attribute.
+    fn bool_attr(&mut self, key: &str) -> PResult<bool> {
+        let s = self.need(key)?;
+        match self.p.text(s).trim() {
+            "true" => Ok(true),
+            "false" => Ok(false),
+            t => Err(self.p.err_at(s.start, format!("true or false for '{key}'"), t)),
+        }
+    }
+
+    fn triangular_solve(&mut self) -> PResult<OpKind> {
+        let this = self.p;
+        let s = self.need("transpose_a")?;
+        let t = this.sub(s).enum_attr("transpose")?;
+        let transpose_a = TransposeA::from_mnemonic(t.0).ok_or_else(|| {
+            this.err_at(t.1, "a transpose (NO_TRANSPOSE, TRANSPOSE, ADJOINT)", t.0)
+        })?;
+        Ok(OpKind::TriangularSolve {
+            left_side: self.bool_attr("left_side")?,
+            lower: self.bool_attr("lower")?,
+            unit_diagonal: self.bool_attr("unit_diagonal")?,
+            transpose_a,
         })
     }
 

@@ -120,6 +120,7 @@ impl Parser<'_> {
             | OpKind::ReducePrecision { .. }
             | OpKind::GetDimensionSize { .. }
             | OpKind::TopK { .. } => (n == 1, "1 operand".to_string(), 0),
+            OpKind::TriangularSolve { .. } => (n == 2, "2 operands".to_string(), 0),
         };
         if !ok {
             return Err(self.err_at(pos, format!("{want} for {name}"), plural(n, "operand")));

@@ -27,6 +27,8 @@ impl FuncPrinter<'_> {
                 false
             }
             OpKind::TopK { .. } => nres == 2 && nreg == 0,
+            // No custom assembly: MLIR prints it generically.
+            OpKind::TriangularSolve { .. } => false,
             OpKind::Slice {
                 start,
                 limit,
@@ -216,7 +218,8 @@ impl FuncPrinter<'_> {
             OpKind::Reduce { .. }
             | OpKind::ReduceWindow(_)
             | OpKind::SelectAndScatter(_)
-            | OpKind::AllReduce { .. } => {
+            | OpKind::AllReduce { .. }
+            | OpKind::TriangularSolve { .. } => {
                 unreachable!("handled before: reduce above, the others in generic form")
             }
         };

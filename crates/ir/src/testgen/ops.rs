@@ -891,10 +891,11 @@ fn scalar_op(b: &mut FuncBuilder, rng: &mut Rng, pool: &mut Vec<ValueId>) {
 /// Issue 21: bitcast_convert, reduce_precision, get_dimension_size, chlo.top_k.
 impl Gen<'_> {
     fn issue21_op(&mut self) {
-        match self.rng.below(4) {
+        match self.rng.below(5) {
             0 => self.bitcast_convert(),
             1 => self.reduce_precision(),
             2 => self.get_dimension_size(),
+            3 => self.triangular_solve(),
             _ => self.top_k(),
         }
     }
@@ -952,6 +953,28 @@ impl Gen<'_> {
         let rank = self.ty(x).rank();
         let dimension = self.rng.below(rank) as i64;
         self.push1(OpKind::GetDimensionSize { dimension }, &[x], None);
+    }
+
+    /// a `[…, M, M]` and b `[…, M, N]` or `[…, N, M]` with random flags.
+    fn triangular_solve(&mut self) {
+        let elem = self.rng.pick(&[ElemType::F32, ElemType::F64, ElemType::BF16]);
+        let batch: Vec<i64> = (0..self.rng.below(2)).map(|_| self.rng.range(1, 2)).collect();
+        let m = self.rng.range(1, 3);
+        let n = self.rng.range(1, 3);
+        let left_side = self.rng.chance(0.5);
+        let mut a_shape = batch.clone();
+        a_shape.extend([m, m]);
+        let mut b_shape = batch;
+        b_shape.extend(if left_side { [m, n] } else { [n, m] });
+        let a = self.value_of_type(&TensorType::new(a_shape, elem));
+        let b = self.value_of_type(&TensorType::new(b_shape, elem));
+        let kind = OpKind::TriangularSolve {
+            left_side,
+            lower: self.rng.chance(0.5),
+            unit_diagonal: self.rng.chance(0.5),
+            transpose_a: self.rng.pick(&TransposeA::ALL),
+        };
+        self.push1(kind, &[a, b], None);
     }
 
     fn top_k(&mut self) {
