@@ -842,10 +842,7 @@ impl<S: Scalar> Scalar for Dual<S> {
         // ∂/∂y = x/(x²+y²), ∂/∂x = −y/(x²+y²).
         let (y, xv) = (&self.value, &x.value);
         let r2 = xv.mul(xv).add(&y.mul(y));
-        let t = xv
-            .mul(&self.tangent)
-            .sub(&y.mul(&x.tangent))
-            .div(&r2);
+        let t = xv.mul(&self.tangent).sub(&y.mul(&x.tangent)).div(&r2);
         Ok(Dual::new(y.atan2(xv)?, t))
     }
     fn polygamma(&self, x: &Self) -> Result<Self, NotExact> {
@@ -859,9 +856,7 @@ impl<S: Scalar> Scalar for Dual<S> {
     }
     fn zeta(&self, q: &Self) -> Result<Self, NotExact> {
         if !self.tangent.is_zero() {
-            return Err(NotExact(
-                "zeta's derivative in s is not implemented".into(),
-            ));
+            return Err(NotExact("zeta's derivative in s is not implemented".into()));
         }
         // ∂ζ(s, q)/∂q = −s·ζ(s+1, q).
         let d = self

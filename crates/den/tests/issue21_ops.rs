@@ -90,7 +90,15 @@ fn assert_close(got: &[f64], want: &[f64], tol: f64, what: &str) {
 
 #[test]
 fn is_finite_and_the_chlo_inf_predicates() {
-    let xs = [f64::NAN, f64::INFINITY, f64::NEG_INFINITY, 0.0, -0.0, 1e308, 5e-324];
+    let xs = [
+        f64::NAN,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        0.0,
+        -0.0,
+        1e308,
+        5e-324,
+    ];
     let t = "tensor<7xf64>";
     let b = "tensor<7xi1>";
     let body = format!(
@@ -113,37 +121,87 @@ fn is_finite_and_the_chlo_inf_predicates() {
 fn round_nearest_afz_rounds_ties_away_from_zero() {
     let got = unary_f64(
         "stablehlo.round_nearest_afz %arg0 : T",
-        &[0.5, -0.5, 1.5, 2.5, -2.5, -0.0, f64::NAN, 2.499_999, -0.2, f64::INFINITY],
+        &[
+            0.5,
+            -0.5,
+            1.5,
+            2.5,
+            -2.5,
+            -0.0,
+            f64::NAN,
+            2.499_999,
+            -0.2,
+            f64::INFINITY,
+        ],
     );
-    let want = [1.0, -1.0, 2.0, 3.0, -3.0, -0.0, f64::NAN, 2.0, -0.0, f64::INFINITY];
+    let want = [
+        1.0,
+        -1.0,
+        2.0,
+        3.0,
+        -3.0,
+        -0.0,
+        f64::NAN,
+        2.0,
+        -0.0,
+        f64::INFINITY,
+    ];
     assert_close(&got, &want, 0.0, "round_nearest_afz");
 }
 
 #[test]
 fn trigonometric_and_hyperbolic_values() {
     let tol = 4e-16;
-    let tan = unary_f64("stablehlo.tan %arg0 : T", &[FRAC_PI_4, 0.0, -0.0, -FRAC_PI_4]);
+    let tan = unary_f64(
+        "stablehlo.tan %arg0 : T",
+        &[FRAC_PI_4, 0.0, -0.0, -FRAC_PI_4],
+    );
     assert_close(&tan, &[1.0, 0.0, -0.0, -1.0], tol, "tan");
     let ctan = unary_f64("chlo.tan %arg0 : T -> T", &[FRAC_PI_4]);
     assert_close(&ctan, &[1.0], tol, "chlo.tan");
     let sinh = unary_f64("chlo.sinh %arg0 : T -> T", &[1.0, 0.0, -1.0]);
-    assert_close(&sinh, &[(E - 1.0 / E) / 2.0, 0.0, -(E - 1.0 / E) / 2.0], tol, "sinh");
+    assert_close(
+        &sinh,
+        &[(E - 1.0 / E) / 2.0, 0.0, -(E - 1.0 / E) / 2.0],
+        tol,
+        "sinh",
+    );
     let cosh = unary_f64("chlo.cosh %arg0 : T -> T", &[1.0, 0.0, -1.0]);
-    assert_close(&cosh, &[(E + 1.0 / E) / 2.0, 1.0, (E + 1.0 / E) / 2.0], tol, "cosh");
+    assert_close(
+        &cosh,
+        &[(E + 1.0 / E) / 2.0, 1.0, (E + 1.0 / E) / 2.0],
+        tol,
+        "cosh",
+    );
     let asin = unary_f64("chlo.asin %arg0 : T -> T", &[1.0, 0.5, -1.0, 1.5]);
-    assert_close(&asin, &[FRAC_PI_2, PI / 6.0, -FRAC_PI_2, f64::NAN], tol, "asin");
+    assert_close(
+        &asin,
+        &[FRAC_PI_2, PI / 6.0, -FRAC_PI_2, f64::NAN],
+        tol,
+        "asin",
+    );
     let acos = unary_f64("chlo.acos %arg0 : T -> T", &[0.5, -1.0, 1.0, 2.0]);
     assert_close(&acos, &[PI / 3.0, PI, 0.0, f64::NAN], tol, "acos");
     let atan = unary_f64(
         "chlo.atan %arg0 : T -> T",
         &[1.0, f64::INFINITY, f64::NEG_INFINITY, -0.0],
     );
-    assert_close(&atan, &[FRAC_PI_4, FRAC_PI_2, -FRAC_PI_2, -0.0], tol, "atan");
+    assert_close(
+        &atan,
+        &[FRAC_PI_4, FRAC_PI_2, -FRAC_PI_2, -0.0],
+        tol,
+        "atan",
+    );
     let asinh = unary_f64("chlo.asinh %arg0 : T -> T", &[1.0, -1.0]);
     let a1 = (1.0 + 2f64.sqrt()).ln();
     assert_close(&asinh, &[a1, -a1], tol, "asinh");
     let acosh = unary_f64("chlo.acosh %arg0 : T -> T", &[2.0, 1.0, 0.5]);
-    assert_close(&acosh, &[(2.0 + 3f64.sqrt()).ln(), 0.0, f64::NAN], tol, "acosh");
+    assert_close(
+        &acosh,
+        &[(2.0 + 3f64.sqrt()).ln(), 0.0, f64::NAN],
+        tol,
+        "acosh",
+    );
     let atanh = unary_f64("chlo.atanh %arg0 : T -> T", &[0.5, 1.0, -1.0, 2.0]);
     assert_close(
         &atanh,
@@ -161,7 +219,10 @@ fn erf_inv_inverts_erf() {
     let ys = unary_f64("chlo.erf_inv %arg0 : T -> T", &xs);
     for (x, y) in xs.iter().zip(&ys) {
         let back = den::scalar::erf_f64(*y);
-        assert!((back - x).abs() <= 3.0 * f64::EPSILON, "erf(erf_inv({x})) = {back}");
+        assert!(
+            (back - x).abs() <= 3.0 * f64::EPSILON,
+            "erf(erf_inv({x})) = {back}"
+        );
     }
     // erf_inv(x) ≈ √π/2·x for tiny x; erf_inv(½) is a known constant (to
     // 4 ulps: the Newton–Halley root is that of the f64 erf).
@@ -182,7 +243,14 @@ fn erf_inv_inverts_erf() {
         "chlo.erf_inv %arg0 : T -> T",
         &[1.0, -1.0, 1.5, f64::NAN, 0.0, -0.0],
     );
-    let want = [f64::INFINITY, f64::NEG_INFINITY, f64::NAN, f64::NAN, 0.0, -0.0];
+    let want = [
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        f64::NAN,
+        f64::NAN,
+        0.0,
+        -0.0,
+    ];
     assert_close(&edges, &want, 0.0, "erf_inv edges");
 }
 
@@ -193,14 +261,27 @@ fn lgamma_at_integers_is_log_factorial() {
     for (n, g) in ns.iter().zip(&got) {
         // log((n−1)!) as a sum of logs.
         let want: f64 = (1..*n as u64).map(|k| (k as f64).ln()).sum();
-        assert!((g - want).abs() <= 1e-14 * want.abs().max(1.0), "lgamma({n}) = {g}, want {want}");
+        assert!(
+            (g - want).abs() <= 1e-14 * want.abs().max(1.0),
+            "lgamma({n}) = {g}, want {want}"
+        );
     }
     assert_eq!(got[0].to_bits(), 0f64.to_bits(), "lgamma(1) = +0");
     assert_eq!(got[1].to_bits(), 0f64.to_bits(), "lgamma(2) = +0");
     // Γ(½) = √π, Γ(−½) = −2√π, Γ(x) ≈ 1/x near 0; poles and ±∞ give +∞.
     let special = unary_f64(
         "chlo.lgamma %arg0 : T -> T",
-        &[0.5, -0.5, 1e-300, 0.0, -0.0, -3.0, f64::NEG_INFINITY, f64::INFINITY, f64::NAN],
+        &[
+            0.5,
+            -0.5,
+            1e-300,
+            0.0,
+            -0.0,
+            -3.0,
+            f64::NEG_INFINITY,
+            f64::INFINITY,
+            f64::NAN,
+        ],
     );
     let inf = f64::INFINITY;
     let want = [
@@ -225,16 +306,36 @@ fn digamma_values_follow_the_harmonic_recurrence() {
     for (i, g) in got.iter().enumerate() {
         // ψ(n+1) = −γ + H_n.
         let want = -EULER_GAMMA + harmonic;
-        assert!((g - want).abs() <= 1e-15, "digamma({}) = {g}, want {want}", i + 1);
+        assert!(
+            (g - want).abs() <= 1e-15,
+            "digamma({}) = {g}, want {want}",
+            i + 1
+        );
         harmonic += 1.0 / (i + 1) as f64;
     }
     let special = unary_f64(
         "chlo.digamma %arg0 : T -> T",
-        &[0.5, -0.5, 0.0, -1.0, f64::INFINITY, f64::NEG_INFINITY, f64::NAN],
+        &[
+            0.5,
+            -0.5,
+            0.0,
+            -1.0,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            f64::NAN,
+        ],
     );
     let half = -EULER_GAMMA - 2.0 * 2f64.ln();
     // ψ(−½) = ψ(3⁄2) − π·cot(−π/2) = ψ(½) + 2.
-    let want = [half, half + 2.0, f64::NAN, f64::NAN, f64::INFINITY, f64::NAN, f64::NAN];
+    let want = [
+        half,
+        half + 2.0,
+        f64::NAN,
+        f64::NAN,
+        f64::INFINITY,
+        f64::NAN,
+        f64::NAN,
+    ];
     assert_close(&special, &want, 1e-15, "digamma special values");
 }
 
@@ -302,7 +403,11 @@ fn zeta_and_polygamma_far_out() {
     // ζ(2, a) = 1/(a − ½) + O(a⁻³).
     let got = binary_f64("chlo.zeta", &[2.0], &[q]);
     let want = PI * PI - 1.0 / (1e6 + 1.0);
-    assert!((got[0] - want).abs() < 1e-12, "zeta(2, {q}) = {}, want {want}", got[0]);
+    assert!(
+        (got[0] - want).abs() < 1e-12,
+        "zeta(2, {q}) = {}, want {want}",
+        got[0]
+    );
     let huge = binary_f64("chlo.polygamma", &[1e38, 3.0], &[2.0, 1e30]);
     assert_eq!(huge.len(), 2);
 }
@@ -311,7 +416,16 @@ fn zeta_and_polygamma_far_out() {
 fn bessel_i1e_series_asymptotics_and_symmetry() {
     // I₁(1) = Σ (½)^{2k+1}/(k!(k+1)!) = 0.5651591039924851.
     let i1_at_1 = 0.565_159_103_992_485_1;
-    let xs = [1.0, -1.0, 0.0, -0.0, 1e-300, f64::INFINITY, f64::NEG_INFINITY, f64::NAN];
+    let xs = [
+        1.0,
+        -1.0,
+        0.0,
+        -0.0,
+        1e-300,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        f64::NAN,
+    ];
     let got = unary_f64("chlo.bessel_i1e %arg0 : T -> T", &xs);
     let want = [
         i1_at_1 / E,
@@ -328,9 +442,18 @@ fn bessel_i1e_series_asymptotics_and_symmetry() {
     let x = 50.0;
     let asym = (1.0 - 3.0 / (8.0 * x) - 15.0 / (128.0 * x * x)) / (2.0 * PI * x).sqrt();
     let big = unary_f64("chlo.bessel_i1e %arg0 : T -> T", &[x, 29.999, 30.001]);
-    assert!((big[0] - asym).abs() < 1e-7, "i1e(50) = {}, asymptotic {asym}", big[0]);
+    assert!(
+        (big[0] - asym).abs() < 1e-7,
+        "i1e(50) = {}, asymptotic {asym}",
+        big[0]
+    );
     // Series below 30, asymptotic above: continuous across the switch.
-    assert!((big[1] - big[2]).abs() < 1e-5, "jump at 30: {} vs {}", big[1], big[2]);
+    assert!(
+        (big[1] - big[2]).abs() < 1e-5,
+        "jump at 30: {} vs {}",
+        big[1],
+        big[2]
+    );
 }
 
 #[test]
@@ -358,7 +481,8 @@ fn atan2_quadrants_and_signed_zeros() {
 /// `chlo.next_after` on vectors of `elem`.
 fn next_after(elem: &str, e: ElemType, a: &[f64], b: &[f64]) -> Vec<f64> {
     let t = format!("tensor<{}x{elem}>", a.len());
-    let body = format!("    %r = chlo.next_after %arg0, %arg1 : {t}, {t} -> {t}\n    return %r : {t}");
+    let body =
+        format!("    %r = chlo.next_after %arg0, %arg1 : {t}, {t} -> {t}\n    return %r : {t}");
     let m = module(&[&t, &t], &body, &t);
     floats(&run(&m, vec![fv(a, e), fv(b, e)])[0])
 }
@@ -426,7 +550,10 @@ fn reduce_precision_to_e8m7_is_bf16_rounding() {
     assert_close(&got, &want, 0.0, "e8m7 vs bf16");
     assert_eq!(got[0], 1.0);
     assert_eq!(got[1], 1.0 + 2f64.powi(-6));
-    assert!(got[5].is_infinite() && got[6].is_infinite(), "overflow to inf");
+    assert!(
+        got[5].is_infinite() && got[6].is_infinite(),
+        "overflow to inf"
+    );
     let nan = reduce_precision_f32("e8m7", &[f64::NAN]);
     assert!(nan[0].is_nan(), "NaN stays NaN");
 }
@@ -485,7 +612,10 @@ fn bitcast_convert_reinterprets_bits() {
         &m,
         vec![
             halves,
-            iv(&[0x7ff0_0000_0000_0000, 0xfff0_0000_0000_0000u64 as i64], ElemType::I64),
+            iv(
+                &[0x7ff0_0000_0000_0000, 0xfff0_0000_0000_0000u64 as i64],
+                ElemType::I64,
+            ),
             fv(&[-0.0], ElemType::F64),
         ],
     );
@@ -514,27 +644,69 @@ fn shifts_by_the_bit_width_or_more() {
     let i32e = ElemType::I32;
     // Amounts are unsigned: −1 is ≥ 32.
     assert_eq!(
-        int_binary("shift_left", "i32", i32e, &[1, 1, -1, 1, 5, 3], &[31, 32, 1, -1, 0, 30]),
+        int_binary(
+            "shift_left",
+            "i32",
+            i32e,
+            &[1, 1, -1, 1, 5, 3],
+            &[31, 32, 1, -1, 0, 30]
+        ),
         [i32::MIN as i64, 0, -2, 0, 5, -(1 << 30)]
     );
     assert_eq!(
-        int_binary("shift_right_arithmetic", "i32", i32e, &[-8, -8, 8, -1, i32::MIN as i64], &[1, 40, 40, -3, 31]),
+        int_binary(
+            "shift_right_arithmetic",
+            "i32",
+            i32e,
+            &[-8, -8, 8, -1, i32::MIN as i64],
+            &[1, 40, 40, -3, 31]
+        ),
         [-4, -1, 0, -1, -1]
     );
     assert_eq!(
-        int_binary("shift_right_logical", "i32", i32e, &[-8, -8, 8, i32::MIN as i64], &[1, 32, -1, 31]),
+        int_binary(
+            "shift_right_logical",
+            "i32",
+            i32e,
+            &[-8, -8, 8, i32::MIN as i64],
+            &[1, 32, -1, 31]
+        ),
         [0x7fff_fffc, 0, 0, 1]
     );
     // ui8: wrap at 8 bits; the arithmetic shift fills with the top bit.
     let u8e = ElemType::UI8;
-    assert_eq!(int_binary("shift_left", "ui8", u8e, &[255, 1], &[1, 8]), [254, 0]);
-    assert_eq!(int_binary("shift_right_arithmetic", "ui8", u8e, &[128, 127], &[1, 9]), [192, 0]);
-    assert_eq!(int_binary("shift_right_logical", "ui8", u8e, &[128, 255], &[1, 7]), [64, 1]);
+    assert_eq!(
+        int_binary("shift_left", "ui8", u8e, &[255, 1], &[1, 8]),
+        [254, 0]
+    );
+    assert_eq!(
+        int_binary("shift_right_arithmetic", "ui8", u8e, &[128, 127], &[1, 9]),
+        [192, 0]
+    );
+    assert_eq!(
+        int_binary("shift_right_logical", "ui8", u8e, &[128, 255], &[1, 7]),
+        [64, 1]
+    );
     // i64 at its full width.
     let i64e = ElemType::I64;
-    assert_eq!(int_binary("shift_left", "i64", i64e, &[1, 1], &[63, 64]), [i64::MIN, 0]);
-    assert_eq!(int_binary("shift_right_arithmetic", "i64", i64e, &[i64::MIN, -1], &[64, 63]), [-1, -1]);
-    assert_eq!(int_binary("shift_right_logical", "i64", i64e, &[-1, -1], &[63, 64]), [1, 0]);
+    assert_eq!(
+        int_binary("shift_left", "i64", i64e, &[1, 1], &[63, 64]),
+        [i64::MIN, 0]
+    );
+    assert_eq!(
+        int_binary(
+            "shift_right_arithmetic",
+            "i64",
+            i64e,
+            &[i64::MIN, -1],
+            &[64, 63]
+        ),
+        [-1, -1]
+    );
+    assert_eq!(
+        int_binary("shift_right_logical", "i64", i64e, &[-1, -1], &[63, 64]),
+        [1, 0]
+    );
 }
 
 #[test]
@@ -542,12 +714,30 @@ fn popcnt_and_count_leading_zeros_of_edge_values() {
     let i32e = ElemType::I32;
     let edge = [0, -1, 7, i32::MIN as i64, i32::MAX as i64];
     assert_eq!(int_unary("popcnt", "i32", i32e, &edge), [0, 32, 3, 1, 31]);
-    assert_eq!(int_unary("count_leading_zeros", "i32", i32e, &edge), [32, 0, 29, 0, 1]);
-    assert_eq!(int_unary("popcnt", "ui8", ElemType::UI8, &[255, 1, 0]), [8, 1, 0]);
-    assert_eq!(int_unary("count_leading_zeros", "ui8", ElemType::UI8, &[0, 1, 128]), [8, 7, 0]);
-    assert_eq!(int_unary("count_leading_zeros", "i8", ElemType::I8, &[-1, 1]), [0, 7]);
-    assert_eq!(int_unary("popcnt", "i64", ElemType::I64, &[-1, i64::MIN]), [64, 1]);
-    assert_eq!(int_unary("count_leading_zeros", "i64", ElemType::I64, &[0, 1, -1]), [64, 63, 0]);
+    assert_eq!(
+        int_unary("count_leading_zeros", "i32", i32e, &edge),
+        [32, 0, 29, 0, 1]
+    );
+    assert_eq!(
+        int_unary("popcnt", "ui8", ElemType::UI8, &[255, 1, 0]),
+        [8, 1, 0]
+    );
+    assert_eq!(
+        int_unary("count_leading_zeros", "ui8", ElemType::UI8, &[0, 1, 128]),
+        [8, 7, 0]
+    );
+    assert_eq!(
+        int_unary("count_leading_zeros", "i8", ElemType::I8, &[-1, 1]),
+        [0, 7]
+    );
+    assert_eq!(
+        int_unary("popcnt", "i64", ElemType::I64, &[-1, i64::MIN]),
+        [64, 1]
+    );
+    assert_eq!(
+        int_unary("count_leading_zeros", "i64", ElemType::I64, &[0, 1, -1]),
+        [64, 63, 0]
+    );
 }
 
 #[test]
@@ -580,7 +770,12 @@ fn top_k_orders_like_xla() {
     assert_eq!(ints(&out[1]), [1, 5, 2, 3, 0, 7, 6, 4]);
     let v = floats(&out[0]);
     assert!(v[0].is_nan() && v[0].is_sign_positive());
-    assert_close(&v[1..7], &[f64::INFINITY, 3.0, 3.0, 1.0, 0.0, -0.0], 0.0, "top_k values");
+    assert_close(
+        &v[1..7],
+        &[f64::INFINITY, 3.0, 3.0, 1.0, 0.0, -0.0],
+        0.0,
+        "top_k values",
+    );
     assert!(v[7].is_nan() && v[7].is_sign_negative());
 
     // Rows of a 2×3 operand, k = 2; integers compare by their signedness.
@@ -591,7 +786,10 @@ fn top_k_orders_like_xla() {
          \x20   return %v, %i, %w, %j : tensor<2x2xi32>, tensor<2x2xi32>, tensor<1xui8>, tensor<1xi32>",
         "tensor<2x2xi32>, tensor<2x2xi32>, tensor<1xui8>, tensor<1xi32>",
     );
-    let a = Value::Int(Tensor::new(vec![2, 3], vec![5, -1, 5, -7, 0, -2]), ElemType::I32);
+    let a = Value::Int(
+        Tensor::new(vec![2, 3], vec![5, -1, 5, -7, 0, -2]),
+        ElemType::I32,
+    );
     let out = run(&m, vec![a, iv(&[1, 255, 7], ElemType::UI8)]);
     assert_eq!(ints(&out[0]), [5, 5, 0, -2]);
     assert_eq!(ints(&out[1]), [0, 2, 1, 2]);
@@ -609,10 +807,7 @@ fn unary_tangent(op_line: &str, x: f64) -> (f64, f64) {
     let t = "tensor<1xf64>";
     let body = format!("    %r = {}\n    return %r : {t}", op_line.replace("T", t));
     let m = module(&[t], &body, t);
-    let dual = Value::Float(
-        Tensor::new(vec![1], vec![Dual::new(x, 1.0)]),
-        ElemType::F64,
-    );
+    let dual = Value::Float(Tensor::new(vec![1], vec![Dual::new(x, 1.0)]), ElemType::F64);
     let tangent = run(&m, vec![dual])[0].as_float().unwrap().data[0].tangent;
     let h = 1e-5 * x.abs().max(1.0);
     let f = |x: f64| floats(&run(&m, vec![fv(&[x], ElemType::F64)])[0])[0];
@@ -666,10 +861,17 @@ fn binary_tangent(op: &str, a: f64, b: f64, arg: usize) -> (f64, f64) {
         format!("    %r = {op} %arg0, %arg1 : {t}")
     };
     let m = module(&[t, t], &format!("{line}\n    return %r : {t}"), t);
-    let d = |v: f64, dv: f64| Value::Float(Tensor::new(vec![1], vec![Dual::new(v, dv)]), ElemType::F64);
-    let f = |a: f64, b: f64| floats(&run(&m, vec![fv(&[a], ElemType::F64), fv(&[b], ElemType::F64)])[0])[0];
+    let d =
+        |v: f64, dv: f64| Value::Float(Tensor::new(vec![1], vec![Dual::new(v, dv)]), ElemType::F64);
+    let f = |a: f64, b: f64| {
+        floats(&run(&m, vec![fv(&[a], ElemType::F64), fv(&[b], ElemType::F64)])[0])[0]
+    };
     let (da, db) = if arg == 0 { (1.0, 0.0) } else { (0.0, 1.0) };
-    let tangent = run(&m, vec![d(a, da), d(b, db)])[0].as_float().unwrap().data[0].tangent;
+    let tangent = run(&m, vec![d(a, da), d(b, db)])[0]
+        .as_float()
+        .unwrap()
+        .data[0]
+        .tangent;
     let (ha, hb) = (1e-5 * a.abs().max(1.0) * da, 1e-5 * b.abs().max(1.0) * db);
     let h = ha + hb;
     (tangent, (f(a + ha, b + hb) - f(a - ha, b - hb)) / (2.0 * h))
@@ -692,7 +894,10 @@ fn dual_tangents_of_binary_ops_match_finite_differences() {
         assert_tangent(&format!("polygamma({n}, x) d/dx at {x}"), t);
     }
     for (s, q) in [(3.0, 1.5), (2.0, 4.0)] {
-        assert_tangent(&format!("zeta({s}, q) d/dq at {q}"), binary_tangent("chlo.zeta", s, q, 1));
+        assert_tangent(
+            &format!("zeta({s}, q) d/dq at {q}"),
+            binary_tangent("chlo.zeta", s, q, 1),
+        );
     }
     // next_after's real-number model is x itself.
     let dx = binary_tangent("chlo.next_after", 1.5, 2.0, 0);
@@ -722,9 +927,14 @@ fn polygamma_order_has_no_tangent() {
         &format!("    %r = chlo.polygamma %arg0, %arg1 : {t}, {t} -> {t}\n    return %r : {t}"),
         t,
     );
-    let d = |v: f64, dv: f64| Value::Float(Tensor::new(vec![1], vec![Dual::new(v, dv)]), ElemType::F64);
+    let d =
+        |v: f64, dv: f64| Value::Float(Tensor::new(vec![1], vec![Dual::new(v, dv)]), ElemType::F64);
     let e = eval_func(&m, "main", vec![d(1.0, 1.0), d(1.5, 0.0)], &opts()).unwrap_err();
-    assert!(e.to_string().contains("not differentiable in its integer order"), "{e}");
+    assert!(
+        e.to_string()
+            .contains("not differentiable in its integer order"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -740,7 +950,11 @@ fn integer_bit_ops_carry_no_tangent_and_dual_predicates_read_the_value() {
     let x = Value::Float(
         Tensor::new(
             vec![3],
-            vec![Dual::new(1.0, 5.0), Dual::new(f64::INFINITY, 1.0), Dual::new(-2.0, 1.0)],
+            vec![
+                Dual::new(1.0, 5.0),
+                Dual::new(f64::INFINITY, 1.0),
+                Dual::new(-2.0, 1.0),
+            ],
         ),
         ElemType::F32,
     );
@@ -773,13 +987,33 @@ fn exact_scalar_rational_cases_and_refusals() {
         ("chlo.acos %arg0 : T -> T", Exact::int(1), Exact::int(0)),
         ("chlo.acosh %arg0 : T -> T", Exact::int(1), Exact::int(0)),
         ("stablehlo.tan %arg0 : T", Exact::int(0), Exact::int(0)),
-        ("chlo.bessel_i1e %arg0 : T -> T", Exact::int(0), Exact::int(0)),
-        ("stablehlo.round_nearest_afz %arg0 : T", Exact::ratio(5, 2), Exact::int(3)),
-        ("stablehlo.round_nearest_afz %arg0 : T", Exact::ratio(-5, 2), Exact::int(-3)),
-        ("stablehlo.round_nearest_afz %arg0 : T", Exact::ratio(-7, 3), Exact::int(-2)),
+        (
+            "chlo.bessel_i1e %arg0 : T -> T",
+            Exact::int(0),
+            Exact::int(0),
+        ),
+        (
+            "stablehlo.round_nearest_afz %arg0 : T",
+            Exact::ratio(5, 2),
+            Exact::int(3),
+        ),
+        (
+            "stablehlo.round_nearest_afz %arg0 : T",
+            Exact::ratio(-5, 2),
+            Exact::int(-3),
+        ),
+        (
+            "stablehlo.round_nearest_afz %arg0 : T",
+            Exact::ratio(-7, 3),
+            Exact::int(-2),
+        ),
     ];
     for (line, x, want) in cases {
-        assert_eq!(exact_unary(line, x.clone()).unwrap(), want, "{line} at {x:?}");
+        assert_eq!(
+            exact_unary(line, x.clone()).unwrap(),
+            want,
+            "{line} at {x:?}"
+        );
     }
     for (line, x) in [
         ("stablehlo.tan %arg0 : T", Exact::ratio(1, 2)),
@@ -803,7 +1037,13 @@ fn exact_scalar_rational_cases_and_refusals() {
 
 /// `stablehlo.triangular_solve` (generic form, as MLIR prints it) of a 3×3 a
 /// and b of `b_shape`, over f64.
-fn triangular_module(b_shape: &str, left: bool, lower: bool, unit: bool, transpose: &str) -> ir::Module {
+fn triangular_module(
+    b_shape: &str,
+    left: bool,
+    lower: bool,
+    unit: bool,
+    transpose: &str,
+) -> ir::Module {
     let a = "tensor<3x3xf64>";
     let b = format!("tensor<{b_shape}xf64>");
     let body = format!(
@@ -848,7 +1088,11 @@ fn triangular_solve_by_substitution() {
     for t in ["TRANSPOSE", "ADJOINT"] {
         let m = triangular_module("3x2", true, true, false, t);
         let x = run(&m, vec![mat(3, 3, &a_lower), mat(3, 2, &b)]);
-        assert_eq!(floats(&x[0]), [1.140625, 2.125, 0.59375, 0.75, 0.875, 1.0], "{t}");
+        assert_eq!(
+            floats(&x[0]),
+            [1.140625, 2.125, 0.59375, 0.75, 0.875, 1.0],
+            "{t}"
+        );
     }
     // Right side: x·aᵀ = bᵀ, i.e. a·xᵀ = b, so x is the first solution transposed.
     let bt = [2.0, 5.0, 7.0, 4.0, 6.0, 8.0];
@@ -864,7 +1108,10 @@ fn triangular_solve_is_exact_and_differentiable() {
     let m = triangular_module("3x2", true, true, false, "NO_TRANSPOSE");
     let ex = |d: &[f64], r, c| {
         Value::Float(
-            Tensor::new(vec![r, c], d.iter().map(|&x| Exact::from_f64(x).unwrap()).collect()),
+            Tensor::new(
+                vec![r, c],
+                d.iter().map(|&x| Exact::from_f64(x).unwrap()).collect(),
+            ),
             ElemType::F64,
         )
     };
@@ -881,11 +1128,23 @@ fn triangular_solve_is_exact_and_differentiable() {
         Value::Float(Tensor::new(vec![r, c], data), ElemType::F64)
     };
     let x = run(&m, vec![dual(&a, Some(7), 3, 3), dual(&b, None, 3, 2)]);
-    let t: Vec<f64> = x[0].as_float().unwrap().data.iter().map(|d| d.tangent).collect();
+    let t: Vec<f64> = x[0]
+        .as_float()
+        .unwrap()
+        .data
+        .iter()
+        .map(|d| d.tangent)
+        .collect();
     assert_eq!(t, [0.0, 0.0, 0.0, 0.0, -0.125, -0.125]);
     // And against a central difference along b₁₁ (entry 0).
     let x = run(&m, vec![dual(&a, None, 3, 3), dual(&b, Some(0), 3, 2)]);
-    let t: Vec<f64> = x[0].as_float().unwrap().data.iter().map(|d| d.tangent).collect();
+    let t: Vec<f64> = x[0]
+        .as_float()
+        .unwrap()
+        .data
+        .iter()
+        .map(|d| d.tangent)
+        .collect();
     let h = 1e-6;
     let solve = |db: f64| {
         let mut bb = b;
@@ -895,6 +1154,61 @@ fn triangular_solve_is_exact_and_differentiable() {
     let (up, down) = (solve(h), solve(-h));
     for i in 0..6 {
         let fd = (up[i] - down[i]) / (2.0 * h);
-        assert!((t[i] - fd).abs() < 1e-8, "entry {i}: tangent {}, difference {fd}", t[i]);
+        assert!(
+            (t[i] - fd).abs() < 1e-8,
+            "entry {i}: tangent {}, difference {fd}",
+            t[i]
+        );
     }
+}
+
+#[test]
+fn mulhi_is_the_high_half_of_the_wide_product() {
+    // i8: 64·4 = 256 = 0x0100 → 1; −64·4 = −256 = 0xff00 → −1; −64·−4 → 1;
+    // 127·127 = 16129 = 0x3f01 → 63; −128·−128 = 16384 = 0x4000 → 64.
+    let t = "tensor<5xi8>";
+    let m = module(
+        &[t, t],
+        &format!("    %r = chlo.mulhi %arg0, %arg1 : {t}, {t} -> {t}\n    return %r : {t}"),
+        t,
+    );
+    let out = run(
+        &m,
+        vec![
+            iv(&[64, -64, -64, 127, -128], ElemType::I8),
+            iv(&[4, 4, -4, 127, -128], ElemType::I8),
+        ],
+    );
+    assert_eq!(ints(&out[0]), [1, -1, 1, 63, 64]);
+    // ui8: 255·255 = 65025 = 0xfe01 → 254.
+    let t = "tensor<1xui8>";
+    let m = module(
+        &[t, t],
+        &format!("    %r = chlo.mulhi %arg0, %arg1 : {t}, {t} -> {t}\n    return %r : {t}"),
+        t,
+    );
+    assert_eq!(
+        ints(
+            &run(
+                &m,
+                vec![iv(&[255], ElemType::UI8), iv(&[255], ElemType::UI8)]
+            )[0]
+        ),
+        [254]
+    );
+    // i64: (2⁶²)·4 = 2⁶⁴ → 1; i64::MIN·−1 = 2⁶³ → 0 (high word of 0x8000…0 as 128 bits).
+    let t = "tensor<2xi64>";
+    let m = module(
+        &[t, t],
+        &format!("    %r = chlo.mulhi %arg0, %arg1 : {t}, {t} -> {t}\n    return %r : {t}"),
+        t,
+    );
+    let out = run(
+        &m,
+        vec![
+            iv(&[1 << 62, i64::MIN], ElemType::I64),
+            iv(&[4, -1], ElemType::I64),
+        ],
+    );
+    assert_eq!(ints(&out[0]), [1, 0]);
 }

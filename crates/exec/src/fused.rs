@@ -692,7 +692,7 @@ pub(crate) fn fusable_unary(u: UnaryOp) -> bool {
 pub(crate) fn fusable_binary(b: BinaryOp) -> bool {
     // next_after steps in the element type's spacing, which the f32 kernels
     // do not know: the generic evaluator runs it.
-    !(b.is_logical() || b.is_shift() || b == BinaryOp::NextAfter)
+    !(b.is_logical() || b.is_shift() || matches!(b, BinaryOp::NextAfter | BinaryOp::Mulhi))
 }
 
 #[inline(always)]
@@ -719,7 +719,8 @@ fn binary(b: BinaryOp, x: &[f32], y: &[f32], out: &mut [f32]) {
         | BinaryOp::ShiftLeft
         | BinaryOp::ShiftRightLogical
         | BinaryOp::ShiftRightArithmetic
-        | BinaryOp::NextAfter => out.fill(f32::NAN),
+        | BinaryOp::NextAfter
+        | BinaryOp::Mulhi => out.fill(f32::NAN),
     }
 }
 

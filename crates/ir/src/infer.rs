@@ -456,9 +456,10 @@ fn binary_rule(b: BinaryOp, ops: &[TensorType]) -> Rule<TensorType> {
         BinaryOp::Subtract | BinaryOp::Divide | BinaryOp::Remainder | BinaryOp::Power => {
             !e.is_bool()
         }
-        BinaryOp::ShiftLeft | BinaryOp::ShiftRightLogical | BinaryOp::ShiftRightArithmetic => {
-            e.is_integer() && !e.is_bool()
-        }
+        BinaryOp::ShiftLeft
+        | BinaryOp::ShiftRightLogical
+        | BinaryOp::ShiftRightArithmetic
+        | BinaryOp::Mulhi => e.is_integer() && !e.is_bool(),
         BinaryOp::Atan2 | BinaryOp::Polygamma | BinaryOp::Zeta | BinaryOp::NextAfter => {
             e.is_float()
         }
@@ -544,7 +545,9 @@ fn top_k_rule(k: i64, ops: &[TensorType]) -> Rule<Vec<TensorType>> {
         .last()
         .ok_or_else(|| "operand must have rank >= 1".to_string())?;
     if k < 0 || k > last {
-        return Err(format!("k = {k} out of range for a last dimension of {last}"));
+        return Err(format!(
+            "k = {k} out of range for a last dimension of {last}"
+        ));
     }
     let mut shape = ops[0].shape.clone();
     *shape.last_mut().expect("rank >= 1") = k;
@@ -574,7 +577,11 @@ fn triangular_solve_rule(left_side: bool, ops: &[TensorType]) -> Rule<TensorType
     if a.shape[..r - 2] != b.shape[..r - 2] {
         return Err(format!("batch dimensions of a {a} and b {b} differ"));
     }
-    let shared = if left_side { b.shape[r - 2] } else { b.shape[r - 1] };
+    let shared = if left_side {
+        b.shape[r - 2]
+    } else {
+        b.shape[r - 1]
+    };
     if shared != m {
         return Err(format!(
             "b {b} must have {m} {} (left_side = {left_side})",

@@ -244,10 +244,12 @@ pub enum BinaryOp {
     Zeta,
     /// `chlo.next_after(x, y)`: the next representable value after x toward y.
     NextAfter,
+    /// `chlo.mulhi(x, y)`: the high half of the double-width integer product.
+    Mulhi,
 }
 
 impl BinaryOp {
-    pub const ALL: [BinaryOp; 18] = [
+    pub const ALL: [BinaryOp; 19] = [
         BinaryOp::Add,
         BinaryOp::Subtract,
         BinaryOp::Multiply,
@@ -266,6 +268,7 @@ impl BinaryOp {
         BinaryOp::Polygamma,
         BinaryOp::Zeta,
         BinaryOp::NextAfter,
+        BinaryOp::Mulhi,
     ];
 
     pub fn name(self) -> &'static str {
@@ -288,6 +291,7 @@ impl BinaryOp {
             BinaryOp::Polygamma => "chlo.polygamma",
             BinaryOp::Zeta => "chlo.zeta",
             BinaryOp::NextAfter => "chlo.next_after",
+            BinaryOp::Mulhi => "chlo.mulhi",
         }
     }
 

@@ -224,7 +224,11 @@ fn each_generic_op_matches_its_pretty_twin() {
         .zip(&g.funcs[0].body.ops)
         .enumerate()
     {
-        assert_eq!(a.kind, b.kind, "op {i}: `{}` vs `{}`", pretty_lines[i], generic_lines[i]);
+        assert_eq!(
+            a.kind, b.kind,
+            "op {i}: `{}` vs `{}`",
+            pretty_lines[i], generic_lines[i]
+        );
         assert_eq!(a.results.len(), b.results.len(), "op {i}");
     }
 }
@@ -330,7 +334,13 @@ fn rejected_ops_say_not_supported_with_their_position() {
         );
         let e = parse_module(&src, "prog.mlir").expect_err(name);
         assert!(e.is_not_supported(), "{e}");
-        assert_eq!(e.to_string(), format!("not supported: {name} at prog.mlir:3:{}", line.find(name).unwrap() + 5));
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "not supported: {name} at prog.mlir:3:{}",
+                line.find(name).unwrap() + 5
+            )
+        );
     }
     // The generic form of every rejected op, one per line, each at its own position.
     for (k, name) in OpKind::REJECTED_NAMES.iter().enumerate() {
@@ -340,7 +350,10 @@ fn rejected_ops_say_not_supported_with_their_position() {
         );
         let e = parse_module(&src, "g.mlir").expect_err(name);
         let col = pad.len() + 8;
-        assert_eq!(e.to_string(), format!("not supported: {name} at g.mlir:3:{col}"));
+        assert_eq!(
+            e.to_string(),
+            format!("not supported: {name} at g.mlir:3:{col}")
+        );
     }
 }
 
@@ -362,7 +375,10 @@ fn triangular_solve_generic_form_round_trips() {
         }
     );
     let text = print_module(&m);
-    assert!(text.contains("transpose_a = #stablehlo<transpose ADJOINT>"), "{text}");
+    assert!(
+        text.contains("transpose_a = #stablehlo<transpose ADJOINT>"),
+        "{text}"
+    );
     assert!(parse(&text) == m);
     // b must have M rows on the left side.
     let bad = func(
@@ -372,6 +388,28 @@ fn triangular_solve_generic_form_round_trips() {
     );
     let e = verify_module(&parse_module(&bad, "t.mlir").unwrap()).unwrap_err();
     assert!(e.to_string().contains("must have 3 rows"), "{e}");
+}
+
+#[test]
+fn mulhi_chlo_and_generic_forms_agree() {
+    let t = "tensor<3xi32>";
+    let pretty = parse(&func(
+        &format!("%arg0: {t}, %arg1: {t}"),
+        t,
+        &format!("    %0 = chlo.mulhi %arg0, %arg1 : {t}, {t} -> {t}\n    return %0 : {t}"),
+    ));
+    let generic = parse(&func(
+        &format!("%arg0: {t}, %arg1: {t}"),
+        t,
+        &format!("    %0 = \"chlo.mulhi\"(%arg0, %arg1) : ({t}, {t}) -> {t}\n    return %0 : {t}"),
+    ));
+    assert!(pretty == generic);
+    let text = print_module(&pretty);
+    assert!(
+        text.contains(&format!("chlo.mulhi %arg0, %arg1 : {t}, {t} -> {t}")),
+        "{text}"
+    );
+    assert!(parse(&text) == pretty);
 }
 
 /// An unknown op keeps the "expected a supported op (…)" message, which lists

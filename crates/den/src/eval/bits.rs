@@ -1,4 +1,5 @@
 //! The bit-level ops of issue 21 on the evaluator's values: integer shifts,
+//! `chlo.mulhi`,
 //! popcnt and count_leading_zeros within the element's bit width,
 //! `bitcast_convert` (same-width and shape-changing, little-endian as XLA's
 //! CPU backend lays bytes out), `reduce_precision` and `get_dimension_size`.
@@ -55,6 +56,21 @@ pub(crate) fn shift(b: BinaryOp, x: i64, amount: i64, elem: ElemType) -> i64 {
         _ => (signed >> n.min(63)) as u64,
     };
     int_from_bits(r, elem)
+}
+
+/// `chlo.mulhi`: the high `width` bits of the exact 2·width-bit product,
+/// signed or unsigned by the element type.
+pub(crate) fn mulhi(x: i64, y: i64, elem: ElemType) -> i64 {
+    let w = elem.bit_width();
+    let high = if elem.is_unsigned() {
+        let p = int_bits(x, elem) as u128 * int_bits(y, elem) as u128;
+        (p >> w) as u64
+    } else {
+        let sx = int_from_bits(int_bits(x, elem), elem) as i128;
+        let sy = int_from_bits(int_bits(y, elem), elem) as i128;
+        ((sx * sy) >> w) as u64
+    };
+    int_from_bits(high, elem)
 }
 
 /// popcnt and count_leading_zeros of an integer of type `elem`.

@@ -188,6 +188,7 @@ fn int_binary(b: BinaryOp, x: i64, y: i64, e: ElemType) -> Result<i64, Fail> {
         BinaryOp::ShiftLeft | BinaryOp::ShiftRightLogical | BinaryOp::ShiftRightArithmetic => {
             bits::shift(b, x, y, e)
         }
+        BinaryOp::Mulhi => bits::mulhi(x, y, e),
         BinaryOp::Atan2 | BinaryOp::Polygamma | BinaryOp::Zeta | BinaryOp::NextAfter => {
             return Err(Fail::msg(format!("{} is defined on floats only", b.name())))
         }
@@ -240,8 +241,9 @@ pub fn binary<S: Scalar>(
                     BinaryOp::NextAfter => a.next_after(c, out)?,
                     BinaryOp::ShiftLeft
                     | BinaryOp::ShiftRightLogical
-                    | BinaryOp::ShiftRightArithmetic => {
-                        return Err(Fail::msg("shifts need integer operands"))
+                    | BinaryOp::ShiftRightArithmetic
+                    | BinaryOp::Mulhi => {
+                        return Err(Fail::msg(format!("{} needs integer operands", b.name())))
                     }
                 };
                 data.push(r.round_to(out));

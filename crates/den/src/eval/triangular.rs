@@ -65,7 +65,13 @@ pub fn triangular_solve<S: Scalar>(
             (rows, Box::new(|i, k| entry(base_a, k, i)))
         };
         let solve_lower = if left_side { op_lower } else { !op_lower };
-        let at = |s: usize, i: usize| if left_side { i * cols + s } else { s * cols + i };
+        let at = |s: usize, i: usize| {
+            if left_side {
+                i * cols + s
+            } else {
+                s * cols + i
+            }
+        };
         for s in 0..systems {
             let order: Vec<usize> = if solve_lower {
                 (0..m).collect()

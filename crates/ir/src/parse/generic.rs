@@ -360,7 +360,9 @@ impl Attrs<'_, '_> {
         match self.p.text(s).trim() {
             "true" => Ok(true),
             "false" => Ok(false),
-            t => Err(self.p.err_at(s.start, format!("true or false for '{key}'"), t)),
+            t => Err(self
+                .p
+                .err_at(s.start, format!("true or false for '{key}'"), t)),
         }
     }
 

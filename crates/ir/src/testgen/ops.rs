@@ -167,7 +167,10 @@ impl Gen<'_> {
             BinaryOp::Subtract | BinaryOp::Divide | BinaryOp::Remainder | BinaryOp::Power => {
                 self.value_with_elem(|e| !e.is_bool(), ElemType::F32)
             }
-            BinaryOp::ShiftLeft | BinaryOp::ShiftRightLogical | BinaryOp::ShiftRightArithmetic => {
+            BinaryOp::ShiftLeft
+            | BinaryOp::ShiftRightLogical
+            | BinaryOp::ShiftRightArithmetic
+            | BinaryOp::Mulhi => {
                 self.value_with_elem(|e| e.is_integer() && !e.is_bool(), ElemType::I32)
             }
             BinaryOp::Atan2 | BinaryOp::Polygamma | BinaryOp::Zeta | BinaryOp::NextAfter => {
@@ -957,8 +960,12 @@ impl Gen<'_> {
 
     /// a `[…, M, M]` and b `[…, M, N]` or `[…, N, M]` with random flags.
     fn triangular_solve(&mut self) {
-        let elem = self.rng.pick(&[ElemType::F32, ElemType::F64, ElemType::BF16]);
-        let batch: Vec<i64> = (0..self.rng.below(2)).map(|_| self.rng.range(1, 2)).collect();
+        let elem = self
+            .rng
+            .pick(&[ElemType::F32, ElemType::F64, ElemType::BF16]);
+        let batch: Vec<i64> = (0..self.rng.below(2))
+            .map(|_| self.rng.range(1, 2))
+            .collect();
         let m = self.rng.range(1, 3);
         let n = self.rng.range(1, 3);
         let left_side = self.rng.chance(0.5);
