@@ -531,8 +531,8 @@ fn reduce_precision_to_e8m7_is_bf16_rounding() {
         1.0 + 2f32.powi(-8),       // tie: stays at the even 1.0
         1.0 + 3.0 * 2f32.powi(-8), // tie: up to the even 1 + 2⁻⁶
         1.0 + 2f32.powi(-8) + 2f32.powi(-20),
-        -3.141_592_7,
-        1e-40, // an f32 subnormal: rounded in its bits, as bf16 does
+        -3.265_625_7, // off the bf16 grid
+        1e-40,        // an f32 subnormal: rounded in its bits, as bf16 does
         3.4e38,
         f32::MAX,
         f32::INFINITY,

@@ -31,7 +31,7 @@ pub fn top_k<S: Scalar>(
         .ok()
         .filter(|&k| k <= n)
         .ok_or_else(|| Fail::msg(format!("top_k: k = {k} out of range for rows of {n}")))?;
-    let rows = if n == 0 { 0 } else { x.len() / n };
+    let rows = x.len().checked_div(n).unwrap_or(0);
     let mut out_shape = shape.clone();
     *out_shape.last_mut().expect("rank >= 1") = k;
     let mut indices = Vec::with_capacity(rows * k);
