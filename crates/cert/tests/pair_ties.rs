@@ -319,13 +319,22 @@ fn boundary_points_refute_a_moved_threshold_that_random_points_miss() {
         .iter()
         .filter(|&&s| check_pair(&bug, None, &with(s, 0)).unwrap().certified())
         .count();
-    assert!(missed > 0, "the band is narrow enough that random points miss it");
+    assert!(
+        missed > 0,
+        "the band is narrow enough that random points miss it"
+    );
     for seed in seeds {
         let r = check_pair(&bug, None, &with(seed, 16)).unwrap();
         let (_, detail) = refutation(&r);
-        assert!(detail.contains("at a boundary point"), "seed {seed}: {detail}");
+        assert!(
+            detail.contains("at a boundary point"),
+            "seed {seed}: {detail}"
+        );
         let good = check_pair(&ok, None, &with(seed, 16)).unwrap();
         assert!(good.certified(), "seed {seed}: {:?}", good.tie.verdict);
-        assert!(good.tie.boundary_points > 0, "seed {seed}: boundary points were checked");
+        assert!(
+            good.tie.boundary_points > 0,
+            "seed {seed}: boundary points were checked"
+        );
     }
 }

@@ -10,6 +10,7 @@
 pub mod eval;
 pub mod fast;
 pub mod scalar;
+pub mod special;
 pub mod tensor;
 pub mod value;
 

@@ -11,6 +11,7 @@
 //! convolution and recognised reductions). Functions that need not be rational
 //! return `Err(NotExact)` when the scalar cannot represent their result.
 
+use crate::special;
 use ir::ElemType;
 use num_bigint::BigInt;
 use num_rational::BigRational;
@@ -160,6 +161,92 @@ pub trait Scalar: Clone + Debug + Send + Sync + 'static {
     /// included: an overflow can leave the primal finite and its tangent NaN).
     fn all_finite(&self) -> bool {
         self.to_f64().is_finite()
+    }
+
+    // Issue 21: trigonometric, hyperbolic and special functions, the bit-level
+    // float ops. Each default computes on the primal in f64 (`crate::special`
+    // or std) and rounds once with `from_f64`: right for the float scalars,
+    // which is why f64, f32 and Bf16 keep them. `Dual` overrides every one
+    // with its derivative and `Exact` with its rational cases.
+
+    fn tan(&self) -> Result<Self, NotExact> {
+        Self::from_f64(self.to_f64().tan())
+    }
+    fn sinh(&self) -> Result<Self, NotExact> {
+        Self::from_f64(self.to_f64().sinh())
+    }
+    fn cosh(&self) -> Result<Self, NotExact> {
+        Self::from_f64(self.to_f64().cosh())
+    }
+    fn asin(&self) -> Result<Self, NotExact> {
+        Self::from_f64(self.to_f64().asin())
+    }
+    fn acos(&self) -> Result<Self, NotExact> {
+        Self::from_f64(self.to_f64().acos())
+    }
+    fn atan(&self) -> Result<Self, NotExact> {
+        Self::from_f64(self.to_f64().atan())
+    }
+    fn asinh(&self) -> Result<Self, NotExact> {
+        Self::from_f64(self.to_f64().asinh())
+    }
+    fn acosh(&self) -> Result<Self, NotExact> {
+        Self::from_f64(self.to_f64().acosh())
+    }
+    fn atanh(&self) -> Result<Self, NotExact> {
+        Self::from_f64(self.to_f64().atanh())
+    }
+    fn erf_inv(&self) -> Result<Self, NotExact> {
+        Self::from_f64(special::erf_inv(self.to_f64()))
+    }
+    /// log|Γ(x)|.
+    fn lgamma(&self) -> Result<Self, NotExact> {
+        Self::from_f64(special::lgamma(self.to_f64()))
+    }
+    fn digamma(&self) -> Result<Self, NotExact> {
+        Self::from_f64(special::digamma(self.to_f64()))
+    }
+    /// e^{−|x|}·I₁(x).
+    fn bessel_i1e(&self) -> Result<Self, NotExact> {
+        Self::from_f64(special::bessel_i1e(self.to_f64()))
+    }
+    /// e^{−|x|}·I₀(x) (no op of its own: the derivative of `bessel_i1e`).
+    fn bessel_i0e(&self) -> Result<Self, NotExact> {
+        Self::from_f64(special::bessel_i0e(self.to_f64()))
+    }
+    /// Round half away from zero.
+    fn round_nearest_afz(&self) -> Self {
+        Self::from_f64(special::round_nearest_afz(self.to_f64())).unwrap_or_else(|_| self.clone())
+    }
+    /// `atan2(self, x)`: the angle of the point (x, self).
+    fn atan2(&self, x: &Self) -> Result<Self, NotExact> {
+        Self::from_f64(self.to_f64().atan2(x.to_f64()))
+    }
+    /// `polygamma(self, x)`: the order `self` derivative of digamma at x.
+    fn polygamma(&self, x: &Self) -> Result<Self, NotExact> {
+        Self::from_f64(special::polygamma(self.to_f64(), x.to_f64()))
+    }
+    /// Hurwitz `zeta(self, q)`.
+    fn zeta(&self, q: &Self) -> Result<Self, NotExact> {
+        Self::from_f64(special::zeta(self.to_f64(), q.to_f64()))
+    }
+    /// The neighbour of `self` toward `o` among the values of float type `elem`.
+    fn next_after(&self, o: &Self, elem: ElemType) -> Result<Self, NotExact> {
+        Self::from_f64(special::next_after(self.to_f64(), o.to_f64(), elem))
+    }
+    /// `reduce_precision` of a value of float type `elem`.
+    fn reduce_precision(
+        &self,
+        exponent_bits: u32,
+        mantissa_bits: u32,
+        elem: ElemType,
+    ) -> Result<Self, NotExact> {
+        Self::from_f64(special::reduce_precision(
+            self.to_f64(),
+            elem,
+            exponent_bits,
+            mantissa_bits,
+        ))
     }
 }
 
@@ -767,6 +854,138 @@ impl<S: Scalar> Scalar for Dual<S> {
         }
         Ok(Dual::new(p, t))
     }
+    // Issue 21 functions: f(v) + f'(v)·t·ε.
+    fn tan(&self) -> Result<Self, NotExact> {
+        let t = self.value.tan()?;
+        let d = S::one().add(&t.mul(&t));
+        Ok(Dual::chain(t, d, &self.tangent))
+    }
+    fn sinh(&self) -> Result<Self, NotExact> {
+        let d = self.value.cosh()?;
+        Ok(Dual::chain(self.value.sinh()?, d, &self.tangent))
+    }
+    fn cosh(&self) -> Result<Self, NotExact> {
+        let d = self.value.sinh()?;
+        Ok(Dual::chain(self.value.cosh()?, d, &self.tangent))
+    }
+    fn asin(&self) -> Result<Self, NotExact> {
+        // 1/√(1 − v²).
+        let d = S::one().div(&S::one().sub(&self.value.mul(&self.value)).sqrt()?);
+        Ok(Dual::chain(self.value.asin()?, d, &self.tangent))
+    }
+    fn acos(&self) -> Result<Self, NotExact> {
+        let d = S::one()
+            .div(&S::one().sub(&self.value.mul(&self.value)).sqrt()?)
+            .neg();
+        Ok(Dual::chain(self.value.acos()?, d, &self.tangent))
+    }
+    fn atan(&self) -> Result<Self, NotExact> {
+        let d = S::one().div(&S::one().add(&self.value.mul(&self.value)));
+        Ok(Dual::chain(self.value.atan()?, d, &self.tangent))
+    }
+    fn asinh(&self) -> Result<Self, NotExact> {
+        let d = S::one().div(&self.value.mul(&self.value).add(&S::one()).sqrt()?);
+        Ok(Dual::chain(self.value.asinh()?, d, &self.tangent))
+    }
+    fn acosh(&self) -> Result<Self, NotExact> {
+        // 1/(√(v−1)·√(v+1)): no cancellation in v² − 1 near 1.
+        let root = self
+            .value
+            .sub(&S::one())
+            .sqrt()?
+            .mul(&self.value.add(&S::one()).sqrt()?);
+        Ok(Dual::chain(
+            self.value.acosh()?,
+            S::one().div(&root),
+            &self.tangent,
+        ))
+    }
+    fn atanh(&self) -> Result<Self, NotExact> {
+        let d = S::one().div(&S::one().sub(&self.value.mul(&self.value)));
+        Ok(Dual::chain(self.value.atanh()?, d, &self.tangent))
+    }
+    fn erf_inv(&self) -> Result<Self, NotExact> {
+        // 1/erf'(y) = √π/2 · e^{y²} at y = erf_inv(v).
+        let y = self.value.erf_inv()?;
+        let half_sqrt_pi = S::from_f64(std::f64::consts::PI.sqrt() / 2.0)?;
+        let d = half_sqrt_pi.mul(&y.mul(&y).exp()?);
+        Ok(Dual::chain(y, d, &self.tangent))
+    }
+    fn lgamma(&self) -> Result<Self, NotExact> {
+        let d = self.value.digamma()?;
+        Ok(Dual::chain(self.value.lgamma()?, d, &self.tangent))
+    }
+    fn digamma(&self) -> Result<Self, NotExact> {
+        let d = S::one().polygamma(&self.value)?;
+        Ok(Dual::chain(self.value.digamma()?, d, &self.tangent))
+    }
+    fn bessel_i1e(&self) -> Result<Self, NotExact> {
+        // (e^{−|x|}I₁)' = i0e(x) − i1e(x)·(sign x + 1/x), ½ at 0.
+        let y = self.value.bessel_i1e()?;
+        let d = if self.value.is_zero() {
+            S::from_f64(0.5)?
+        } else {
+            let k = self.value.sign().add(&S::one().div(&self.value));
+            self.value.bessel_i0e()?.sub(&y.mul(&k))
+        };
+        Ok(Dual::chain(y, d, &self.tangent))
+    }
+    fn bessel_i0e(&self) -> Result<Self, NotExact> {
+        // (e^{−|x|}I₀)' = i1e(x) − sign(x)·i0e(x).
+        let y = self.value.bessel_i0e()?;
+        let d = self.value.bessel_i1e()?.sub(&self.value.sign().mul(&y));
+        Ok(Dual::chain(y, d, &self.tangent))
+    }
+    fn round_nearest_afz(&self) -> Self {
+        Dual::constant(self.value.round_nearest_afz())
+    }
+    fn atan2(&self, x: &Self) -> Result<Self, NotExact> {
+        // ∂/∂y = x/(x²+y²), ∂/∂x = −y/(x²+y²).
+        let (y, xv) = (&self.value, &x.value);
+        let r2 = xv.mul(xv).add(&y.mul(y));
+        let t = xv.mul(&self.tangent).sub(&y.mul(&x.tangent)).div(&r2);
+        Ok(Dual::new(y.atan2(xv)?, t))
+    }
+    fn polygamma(&self, x: &Self) -> Result<Self, NotExact> {
+        if !self.tangent.is_zero() {
+            return Err(NotExact(
+                "polygamma is not differentiable in its integer order n".into(),
+            ));
+        }
+        let d = self.value.add(&S::one()).polygamma(&x.value)?;
+        Ok(Dual::chain(self.value.polygamma(&x.value)?, d, &x.tangent))
+    }
+    fn zeta(&self, q: &Self) -> Result<Self, NotExact> {
+        if !self.tangent.is_zero() {
+            return Err(NotExact("zeta's derivative in s is not implemented".into()));
+        }
+        // ∂ζ(s, q)/∂q = −s·ζ(s+1, q).
+        let d = self
+            .value
+            .mul(&self.value.add(&S::one()).zeta(&q.value)?)
+            .neg();
+        Ok(Dual::chain(self.value.zeta(&q.value)?, d, &q.tangent))
+    }
+    /// The real-number model of a one-ulp step is the identity in x.
+    fn next_after(&self, o: &Self, elem: ElemType) -> Result<Self, NotExact> {
+        Ok(Dual::new(
+            self.value.next_after(&o.value, elem)?,
+            self.tangent.clone(),
+        ))
+    }
+    /// Like `round_to`: the value is rounded, the tangent kept.
+    fn reduce_precision(
+        &self,
+        exponent_bits: u32,
+        mantissa_bits: u32,
+        elem: ElemType,
+    ) -> Result<Self, NotExact> {
+        Ok(Dual::new(
+            self.value
+                .reduce_precision(exponent_bits, mantissa_bits, elem)?,
+            self.tangent.clone(),
+        ))
+    }
     /// Rounding applies to the value; the tangent is the derivative of the
     /// rounded computation's real-number model.
     fn round_to(self, elem: ElemType) -> Self {
@@ -850,6 +1069,16 @@ impl Exact {
         } else {
             Exact::PosInf
         }
+    }
+
+    /// `f(self)` where f maps the integer `at` to the integer `value` for one
+    /// of `points` (f(0) = 0 for tan, …); an irrational result otherwise.
+    fn rational_at(&self, f: &str, points: &[(i64, i64)]) -> Result<Exact, NotExact> {
+        points
+            .iter()
+            .find(|(at, _)| *self == Exact::int(*at))
+            .map(|(_, value)| Exact::int(*value))
+            .ok_or_else(|| Exact::irrational(f, self))
     }
 
     /// The exact root of a perfect power, if the rational is one.
@@ -1135,6 +1364,105 @@ impl Scalar for Exact {
             self.describe(),
             o.describe()
         )))
+    }
+    // Issue 21 functions: the rational cases, `NotExact` otherwise.
+    fn tan(&self) -> Result<Self, NotExact> {
+        self.rational_at("tan", &[(0, 0)])
+    }
+    fn sinh(&self) -> Result<Self, NotExact> {
+        self.rational_at("sinh", &[(0, 0)])
+    }
+    fn cosh(&self) -> Result<Self, NotExact> {
+        self.rational_at("cosh", &[(0, 1)])
+    }
+    fn asin(&self) -> Result<Self, NotExact> {
+        self.rational_at("asin", &[(0, 0)])
+    }
+    fn acos(&self) -> Result<Self, NotExact> {
+        self.rational_at("acos", &[(1, 0)])
+    }
+    fn atan(&self) -> Result<Self, NotExact> {
+        self.rational_at("atan", &[(0, 0)])
+    }
+    fn asinh(&self) -> Result<Self, NotExact> {
+        self.rational_at("asinh", &[(0, 0)])
+    }
+    fn acosh(&self) -> Result<Self, NotExact> {
+        self.rational_at("acosh", &[(1, 0)])
+    }
+    fn atanh(&self) -> Result<Self, NotExact> {
+        self.rational_at("atanh", &[(0, 0)])
+    }
+    fn erf_inv(&self) -> Result<Self, NotExact> {
+        self.rational_at("erf_inv", &[(0, 0)])
+    }
+    fn lgamma(&self) -> Result<Self, NotExact> {
+        self.rational_at("lgamma", &[(1, 0), (2, 0)])
+    }
+    fn digamma(&self) -> Result<Self, NotExact> {
+        Err(Exact::irrational("digamma", self))
+    }
+    fn bessel_i1e(&self) -> Result<Self, NotExact> {
+        self.rational_at("bessel_i1e", &[(0, 0)])
+    }
+    fn bessel_i0e(&self) -> Result<Self, NotExact> {
+        self.rational_at("bessel_i0e", &[(0, 1)])
+    }
+    fn round_nearest_afz(&self) -> Self {
+        match self {
+            // Half away from zero: trunc(x + sign(x)/2).
+            Exact::Finite(r) => {
+                let half = BigRational::new(BigInt::from(1), BigInt::from(2));
+                Exact::Finite(if r.is_negative() {
+                    (r - half).trunc()
+                } else {
+                    (r + half).trunc()
+                })
+            }
+            _ => self.clone(),
+        }
+    }
+    fn atan2(&self, x: &Self) -> Result<Self, NotExact> {
+        // Rational only on the positive x axis.
+        if self.is_zero() && x.primal_cmp(&Exact::zero()) == Some(Ordering::Greater) {
+            return Ok(Exact::zero());
+        }
+        Err(NotExact(format!(
+            "atan2 of ({}, {}) is not known to be rational",
+            self.describe(),
+            x.describe()
+        )))
+    }
+    fn polygamma(&self, _x: &Self) -> Result<Self, NotExact> {
+        Err(Exact::irrational("polygamma", self))
+    }
+    fn zeta(&self, _q: &Self) -> Result<Self, NotExact> {
+        Err(Exact::irrational("zeta", self))
+    }
+    fn next_after(&self, _o: &Self, _elem: ElemType) -> Result<Self, NotExact> {
+        Err(NotExact(
+            "next_after steps between floats; it has no exact real-number meaning".into(),
+        ))
+    }
+    fn reduce_precision(
+        &self,
+        exponent_bits: u32,
+        mantissa_bits: u32,
+        elem: ElemType,
+    ) -> Result<Self, NotExact> {
+        let v = self.to_f64();
+        if Exact::from_f64(v).ok().as_ref() != Some(self) {
+            return Err(NotExact(format!(
+                "reduce_precision of {}, which is not a value of {elem}",
+                self.describe()
+            )));
+        }
+        Exact::from_f64(special::reduce_precision(
+            v,
+            elem,
+            exponent_bits,
+            mantissa_bits,
+        ))
     }
     fn round_to(self, _elem: ElemType) -> Self {
         self

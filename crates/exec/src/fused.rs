@@ -656,19 +656,43 @@ fn unary(u: UnaryOp, x: &[f32], out: &mut [f32]) {
         UnaryOp::Cosine => map1(x, out, |x| Scalar::cos(x).unwrap_or(f32::NAN)),
         UnaryOp::Erf => map1(x, out, |x| Scalar::erf(x).unwrap_or(f32::NAN)),
         UnaryOp::Erfc => map1(x, out, |x| 1.0 - Scalar::erf(x).unwrap_or(f32::NAN)),
-        // Rejected when the plan is compiled (integers only).
-        UnaryOp::Not => out.fill(f32::NAN),
+        // Issue 21: the float functions through the f32 scalar, as the
+        // generic evaluator computes them.
+        UnaryOp::RoundNearestAfz => map1(x, out, Scalar::round_nearest_afz),
+        UnaryOp::Tan | UnaryOp::ChloTan => map1(x, out, |x| Scalar::tan(x).unwrap_or(f32::NAN)),
+        UnaryOp::ErfInv => map1(x, out, |x| Scalar::erf_inv(x).unwrap_or(f32::NAN)),
+        UnaryOp::Lgamma => map1(x, out, |x| Scalar::lgamma(x).unwrap_or(f32::NAN)),
+        UnaryOp::Digamma => map1(x, out, |x| Scalar::digamma(x).unwrap_or(f32::NAN)),
+        UnaryOp::BesselI1e => map1(x, out, |x| Scalar::bessel_i1e(x).unwrap_or(f32::NAN)),
+        UnaryOp::Sinh => map1(x, out, |x| Scalar::sinh(x).unwrap_or(f32::NAN)),
+        UnaryOp::Cosh => map1(x, out, |x| Scalar::cosh(x).unwrap_or(f32::NAN)),
+        UnaryOp::Asin => map1(x, out, |x| Scalar::asin(x).unwrap_or(f32::NAN)),
+        UnaryOp::Acos => map1(x, out, |x| Scalar::acos(x).unwrap_or(f32::NAN)),
+        UnaryOp::Atan => map1(x, out, |x| Scalar::atan(x).unwrap_or(f32::NAN)),
+        UnaryOp::Asinh => map1(x, out, |x| Scalar::asinh(x).unwrap_or(f32::NAN)),
+        UnaryOp::Acosh => map1(x, out, |x| Scalar::acosh(x).unwrap_or(f32::NAN)),
+        UnaryOp::Atanh => map1(x, out, |x| Scalar::atanh(x).unwrap_or(f32::NAN)),
+        // Rejected when the plan is compiled (integers only, or an i1 result).
+        UnaryOp::Not
+        | UnaryOp::Popcnt
+        | UnaryOp::CountLeadingZeros
+        | UnaryOp::IsFinite
+        | UnaryOp::IsInf
+        | UnaryOp::IsNegInf
+        | UnaryOp::IsPosInf => out.fill(f32::NAN),
     }
 }
 
-/// Whether a unary op is fused (float operands).
+/// Whether a unary op is fused (float operands and a float result).
 pub(crate) fn fusable_unary(u: UnaryOp) -> bool {
-    u != UnaryOp::Not
+    !(u == UnaryOp::Not || u.is_bit_count() || u.is_predicate())
 }
 
 /// Whether a binary op is fused (float operands).
 pub(crate) fn fusable_binary(b: BinaryOp) -> bool {
-    !matches!(b, BinaryOp::And | BinaryOp::Or | BinaryOp::Xor)
+    // next_after steps in the element type's spacing, which the f32 kernels
+    // do not know: the generic evaluator runs it.
+    !(b.is_logical() || b.is_shift() || matches!(b, BinaryOp::NextAfter | BinaryOp::Mulhi))
 }
 
 #[inline(always)]
@@ -682,8 +706,21 @@ fn binary(b: BinaryOp, x: &[f32], y: &[f32], out: &mut [f32]) {
         BinaryOp::Minimum => map2(x, y, out, min_f32),
         BinaryOp::Remainder => map2(x, y, out, |a, c| Scalar::rem(&a, &c)),
         BinaryOp::Power => map2(x, y, out, |a, c| Scalar::pow(&a, &c).unwrap_or(f32::NAN)),
-        // Rejected when the plan is compiled (integers only).
-        BinaryOp::And | BinaryOp::Or | BinaryOp::Xor => out.fill(f32::NAN),
+        // Issue 21.
+        BinaryOp::Atan2 => map2(x, y, out, |a, c| Scalar::atan2(&a, &c).unwrap_or(f32::NAN)),
+        BinaryOp::Polygamma => map2(x, y, out, |a, c| {
+            Scalar::polygamma(&a, &c).unwrap_or(f32::NAN)
+        }),
+        BinaryOp::Zeta => map2(x, y, out, |a, c| Scalar::zeta(&a, &c).unwrap_or(f32::NAN)),
+        // Rejected when the plan is compiled (integers only, or not fused).
+        BinaryOp::And
+        | BinaryOp::Or
+        | BinaryOp::Xor
+        | BinaryOp::ShiftLeft
+        | BinaryOp::ShiftRightLogical
+        | BinaryOp::ShiftRightArithmetic
+        | BinaryOp::NextAfter
+        | BinaryOp::Mulhi => out.fill(f32::NAN),
     }
 }
 

@@ -126,6 +126,12 @@ fn infer(
                 .map(|g| g.to_vec())
                 .ok_or_else(|| "result types must be given".to_string());
         }
+        OpKind::BitcastConvert => {
+            operand_count(ops, 1)?;
+            let t = single_given(given)?;
+            bitcast_convert_rule(&ops[0], &t)?;
+            return Ok(vec![t]);
+        }
         OpKind::Return | OpKind::FuncReturn => {
             if let Some(g) = given {
                 if !g.is_empty() {
@@ -186,7 +192,19 @@ fn infer(
         OpKind::Sort { dimension, .. } => structured::sort_rule(*dimension, ops, &regions[0])?,
         OpKind::Map { dimensions } => vec![structured::map_rule(dimensions, ops, &regions[0])?],
         OpKind::OptimizationBarrier => ops.to_vec(),
+        OpKind::ReducePrecision {
+            exponent_bits,
+            mantissa_bits,
+        } => vec![reduce_precision_rule(*exponent_bits, *mantissa_bits, ops)?],
+        OpKind::GetDimensionSize { dimension } => {
+            vec![get_dimension_size_rule(*dimension, ops)?]
+        }
+        OpKind::TopK { k } => top_k_rule(*k, ops)?,
+        OpKind::TriangularSolve { left_side, .. } => {
+            vec![triangular_solve_rule(*left_side, ops)?]
+        }
         OpKind::Constant(_)
+        | OpKind::BitcastConvert
         | OpKind::Convert
         | OpKind::Reshape
         | OpKind::BroadcastInDim { .. }
@@ -419,9 +437,33 @@ fn unary_rule(u: UnaryOp, ops: &[TensorType]) -> Rule<TensorType> {
         | UnaryOp::Cosine
         | UnaryOp::Erf
         | UnaryOp::Erfc => e.is_float(),
+        // Issue 21 ops.
+        UnaryOp::Popcnt | UnaryOp::CountLeadingZeros => e.is_integer() && !e.is_bool(),
+        UnaryOp::IsFinite
+        | UnaryOp::IsInf
+        | UnaryOp::IsNegInf
+        | UnaryOp::IsPosInf
+        | UnaryOp::RoundNearestAfz
+        | UnaryOp::Tan
+        | UnaryOp::ChloTan
+        | UnaryOp::ErfInv
+        | UnaryOp::Lgamma
+        | UnaryOp::Digamma
+        | UnaryOp::BesselI1e
+        | UnaryOp::Sinh
+        | UnaryOp::Cosh
+        | UnaryOp::Asin
+        | UnaryOp::Acos
+        | UnaryOp::Atan
+        | UnaryOp::Asinh
+        | UnaryOp::Acosh
+        | UnaryOp::Atanh => e.is_float(),
     };
     if !ok {
         return Err(format!("operand element type {e} not allowed"));
+    }
+    if u.is_predicate() {
+        return Ok(ops[0].with_elem(ElemType::I1));
     }
     Ok(ops[0].clone())
 }
@@ -437,11 +479,139 @@ fn binary_rule(b: BinaryOp, ops: &[TensorType]) -> Rule<TensorType> {
         BinaryOp::Subtract | BinaryOp::Divide | BinaryOp::Remainder | BinaryOp::Power => {
             !e.is_bool()
         }
+        BinaryOp::ShiftLeft
+        | BinaryOp::ShiftRightLogical
+        | BinaryOp::ShiftRightArithmetic
+        | BinaryOp::Mulhi => e.is_integer() && !e.is_bool(),
+        BinaryOp::Atan2 | BinaryOp::Polygamma | BinaryOp::Zeta | BinaryOp::NextAfter => {
+            e.is_float()
+        }
     };
     if !ok {
         return Err(format!("operand element type {e} not allowed"));
     }
     Ok(ops[0].clone())
+}
+
+/// `bitcast_convert`: the same number of bits on both sides. Equal element
+/// widths keep the shape; a narrower result adds a trailing dimension of
+/// `operand width / result width`; a wider result consumes an operand's last
+/// dimension of `result width / operand width`.
+fn bitcast_convert_rule(operand: &TensorType, result: &TensorType) -> Rule<()> {
+    let (ow, rw) = (operand.elem.bit_width(), result.elem.bit_width());
+    let expected: Vec<i64> = if ow == rw {
+        operand.shape.clone()
+    } else if operand.elem.is_bool() || result.elem.is_bool() {
+        return Err(format!(
+            "cannot bitcast between {} and {} (i1 only to itself)",
+            operand.elem, result.elem
+        ));
+    } else if rw < ow {
+        let mut s = operand.shape.clone();
+        s.push((ow / rw) as i64);
+        s
+    } else {
+        let ratio = (rw / ow) as i64;
+        match operand.shape.split_last() {
+            Some((&last, rest)) if last == ratio => rest.to_vec(),
+            _ => {
+                return Err(format!(
+                    "operand {operand} must end in a dimension of {ratio} to bitcast to {}",
+                    result.elem
+                ))
+            }
+        }
+    };
+    if result.shape != expected {
+        return Err(format!(
+            "result shape {:?} does not match {:?} (operand {operand} as {})",
+            result.shape, expected, result.elem
+        ));
+    }
+    Ok(())
+}
+
+fn reduce_precision_rule(
+    exponent_bits: i64,
+    mantissa_bits: i64,
+    ops: &[TensorType],
+) -> Rule<TensorType> {
+    operand_count(ops, 1)?;
+    if !ops[0].elem.is_float() {
+        return Err(format!("operand element type {} not allowed", ops[0].elem));
+    }
+    if !(1..=62).contains(&exponent_bits) {
+        return Err(format!("exponent_bits {exponent_bits} must be in 1..=62"));
+    }
+    if !(0..=62).contains(&mantissa_bits) {
+        return Err(format!("mantissa_bits {mantissa_bits} must be in 0..=62"));
+    }
+    Ok(ops[0].clone())
+}
+
+fn get_dimension_size_rule(dimension: i64, ops: &[TensorType]) -> Rule<TensorType> {
+    operand_count(ops, 1)?;
+    if dimension < 0 || dimension as usize >= ops[0].rank() {
+        return Err(format!(
+            "dimension {dimension} out of range for operand of rank {}",
+            ops[0].rank()
+        ));
+    }
+    Ok(TensorType::scalar(ElemType::I32))
+}
+
+/// `chlo.top_k`: values and i32 indices, the last dimension cut to `k`.
+fn top_k_rule(k: i64, ops: &[TensorType]) -> Rule<Vec<TensorType>> {
+    operand_count(ops, 1)?;
+    let last = *ops[0]
+        .shape
+        .last()
+        .ok_or_else(|| "operand must have rank >= 1".to_string())?;
+    if k < 0 || k > last {
+        return Err(format!(
+            "k = {k} out of range for a last dimension of {last}"
+        ));
+    }
+    let mut shape = ops[0].shape.clone();
+    *shape.last_mut().expect("rank >= 1") = k;
+    Ok(vec![
+        TensorType::new(shape.clone(), ops[0].elem),
+        TensorType::new(shape, ElemType::I32),
+    ])
+}
+
+/// `triangular_solve`: a is `[…, M, M]`, b is `[…, M, N]` (left side) or
+/// `[…, N, M]`, the same float type and batch dimensions; the result is b's type.
+fn triangular_solve_rule(left_side: bool, ops: &[TensorType]) -> Rule<TensorType> {
+    operand_count(ops, 2)?;
+    let (a, b) = (&ops[0], &ops[1]);
+    same_elem("a", a, "b", b)?;
+    if !a.elem.is_float() {
+        return Err(format!("operand element type {} not allowed", a.elem));
+    }
+    let r = a.rank();
+    if r < 2 || b.rank() != r {
+        return Err(format!("a {a} and b {b} must have the same rank >= 2"));
+    }
+    let m = a.shape[r - 1];
+    if a.shape[r - 2] != m {
+        return Err(format!("a {a} must be square in its last two dimensions"));
+    }
+    if a.shape[..r - 2] != b.shape[..r - 2] {
+        return Err(format!("batch dimensions of a {a} and b {b} differ"));
+    }
+    let shared = if left_side {
+        b.shape[r - 2]
+    } else {
+        b.shape[r - 1]
+    };
+    if shared != m {
+        return Err(format!(
+            "b {b} must have {m} {} (left_side = {left_side})",
+            if left_side { "rows" } else { "columns" }
+        ));
+    }
+    Ok(b.clone())
 }
 
 fn compare_rule(compare_type: Option<CompareType>, ops: &[TensorType]) -> Rule<TensorType> {

@@ -69,10 +69,41 @@ pub enum UnaryOp {
     Erfc,
     /// `chlo.square`.
     Square,
+    // Issue 21: the remaining elementwise StableHLO ops and the CHLO ops JAX
+    // leaves in its default lowering.
+    /// `stablehlo.is_finite`: float → i1.
+    IsFinite,
+    /// `stablehlo.popcnt`: set bits of an integer.
+    Popcnt,
+    /// `stablehlo.count_leading_zeros` within the element's bit width.
+    CountLeadingZeros,
+    /// `stablehlo.round_nearest_afz`: ties away from zero.
+    RoundNearestAfz,
+    /// `stablehlo.tan`.
+    Tan,
+    /// `chlo.tan` (same meaning as `stablehlo.tan`, kept apart so it prints back as written).
+    ChloTan,
+    ErfInv,
+    Lgamma,
+    Digamma,
+    /// `chlo.bessel_i1e`: e^{−|x|}·I₁(x).
+    BesselI1e,
+    Sinh,
+    Cosh,
+    Asin,
+    Acos,
+    Atan,
+    Asinh,
+    Acosh,
+    Atanh,
+    /// `chlo.is_inf`, `chlo.is_neg_inf`, `chlo.is_pos_inf`: float → i1.
+    IsInf,
+    IsNegInf,
+    IsPosInf,
 }
 
 impl UnaryOp {
-    pub const ALL: [UnaryOp; 21] = [
+    pub const ALL: [UnaryOp; 42] = [
         UnaryOp::Negate,
         UnaryOp::Abs,
         UnaryOp::Exponential,
@@ -94,6 +125,27 @@ impl UnaryOp {
         UnaryOp::Erf,
         UnaryOp::Erfc,
         UnaryOp::Square,
+        UnaryOp::IsFinite,
+        UnaryOp::Popcnt,
+        UnaryOp::CountLeadingZeros,
+        UnaryOp::RoundNearestAfz,
+        UnaryOp::Tan,
+        UnaryOp::ChloTan,
+        UnaryOp::ErfInv,
+        UnaryOp::Lgamma,
+        UnaryOp::Digamma,
+        UnaryOp::BesselI1e,
+        UnaryOp::Sinh,
+        UnaryOp::Cosh,
+        UnaryOp::Asin,
+        UnaryOp::Acos,
+        UnaryOp::Atan,
+        UnaryOp::Asinh,
+        UnaryOp::Acosh,
+        UnaryOp::Atanh,
+        UnaryOp::IsInf,
+        UnaryOp::IsNegInf,
+        UnaryOp::IsPosInf,
     ];
 
     /// Full op name as printed (`stablehlo.negate`, `chlo.erf`).
@@ -120,6 +172,27 @@ impl UnaryOp {
             UnaryOp::Erf => "chlo.erf",
             UnaryOp::Erfc => "chlo.erfc",
             UnaryOp::Square => "chlo.square",
+            UnaryOp::IsFinite => "stablehlo.is_finite",
+            UnaryOp::Popcnt => "stablehlo.popcnt",
+            UnaryOp::CountLeadingZeros => "stablehlo.count_leading_zeros",
+            UnaryOp::RoundNearestAfz => "stablehlo.round_nearest_afz",
+            UnaryOp::Tan => "stablehlo.tan",
+            UnaryOp::ChloTan => "chlo.tan",
+            UnaryOp::ErfInv => "chlo.erf_inv",
+            UnaryOp::Lgamma => "chlo.lgamma",
+            UnaryOp::Digamma => "chlo.digamma",
+            UnaryOp::BesselI1e => "chlo.bessel_i1e",
+            UnaryOp::Sinh => "chlo.sinh",
+            UnaryOp::Cosh => "chlo.cosh",
+            UnaryOp::Asin => "chlo.asin",
+            UnaryOp::Acos => "chlo.acos",
+            UnaryOp::Atan => "chlo.atan",
+            UnaryOp::Asinh => "chlo.asinh",
+            UnaryOp::Acosh => "chlo.acosh",
+            UnaryOp::Atanh => "chlo.atanh",
+            UnaryOp::IsInf => "chlo.is_inf",
+            UnaryOp::IsNegInf => "chlo.is_neg_inf",
+            UnaryOp::IsPosInf => "chlo.is_pos_inf",
         }
     }
 
@@ -130,6 +203,19 @@ impl UnaryOp {
     /// CHLO ops print their type as `: T -> R` rather than stablehlo's `: T`.
     pub fn is_chlo(self) -> bool {
         self.name().starts_with("chlo.")
+    }
+
+    /// Float → i1 classification ops.
+    pub fn is_predicate(self) -> bool {
+        matches!(
+            self,
+            UnaryOp::IsFinite | UnaryOp::IsInf | UnaryOp::IsNegInf | UnaryOp::IsPosInf
+        )
+    }
+
+    /// Bit-counting ops on (non-boolean) integers.
+    pub fn is_bit_count(self) -> bool {
+        matches!(self, UnaryOp::Popcnt | UnaryOp::CountLeadingZeros)
     }
 }
 
@@ -146,10 +232,24 @@ pub enum BinaryOp {
     And,
     Or,
     Xor,
+    // Issue 21.
+    /// `stablehlo.atan2(y, x)`.
+    Atan2,
+    ShiftLeft,
+    ShiftRightLogical,
+    ShiftRightArithmetic,
+    /// `chlo.polygamma(n, x)`: the n-th derivative of digamma.
+    Polygamma,
+    /// `chlo.zeta(s, q)`: the Hurwitz zeta function.
+    Zeta,
+    /// `chlo.next_after(x, y)`: the next representable value after x toward y.
+    NextAfter,
+    /// `chlo.mulhi(x, y)`: the high half of the double-width integer product.
+    Mulhi,
 }
 
 impl BinaryOp {
-    pub const ALL: [BinaryOp; 11] = [
+    pub const ALL: [BinaryOp; 19] = [
         BinaryOp::Add,
         BinaryOp::Subtract,
         BinaryOp::Multiply,
@@ -161,6 +261,14 @@ impl BinaryOp {
         BinaryOp::And,
         BinaryOp::Or,
         BinaryOp::Xor,
+        BinaryOp::Atan2,
+        BinaryOp::ShiftLeft,
+        BinaryOp::ShiftRightLogical,
+        BinaryOp::ShiftRightArithmetic,
+        BinaryOp::Polygamma,
+        BinaryOp::Zeta,
+        BinaryOp::NextAfter,
+        BinaryOp::Mulhi,
     ];
 
     pub fn name(self) -> &'static str {
@@ -176,6 +284,14 @@ impl BinaryOp {
             BinaryOp::And => "stablehlo.and",
             BinaryOp::Or => "stablehlo.or",
             BinaryOp::Xor => "stablehlo.xor",
+            BinaryOp::Atan2 => "stablehlo.atan2",
+            BinaryOp::ShiftLeft => "stablehlo.shift_left",
+            BinaryOp::ShiftRightLogical => "stablehlo.shift_right_logical",
+            BinaryOp::ShiftRightArithmetic => "stablehlo.shift_right_arithmetic",
+            BinaryOp::Polygamma => "chlo.polygamma",
+            BinaryOp::Zeta => "chlo.zeta",
+            BinaryOp::NextAfter => "chlo.next_after",
+            BinaryOp::Mulhi => "chlo.mulhi",
         }
     }
 
@@ -186,6 +302,19 @@ impl BinaryOp {
     /// Logical ops take integer/boolean operands only.
     pub fn is_logical(self) -> bool {
         matches!(self, BinaryOp::And | BinaryOp::Or | BinaryOp::Xor)
+    }
+
+    /// Shifts take (non-boolean) integer operands only.
+    pub fn is_shift(self) -> bool {
+        matches!(
+            self,
+            BinaryOp::ShiftLeft | BinaryOp::ShiftRightLogical | BinaryOp::ShiftRightArithmetic
+        )
+    }
+
+    /// CHLO ops print their type as `: A, B -> R`.
+    pub fn is_chlo(self) -> bool {
+        self.name().starts_with("chlo.")
     }
 }
 
@@ -377,6 +506,36 @@ pub struct ScatterAttrs {
     pub unique_indices: bool,
 }
 
+/// `triangular_solve`'s `transpose_a`: which op(a) the system uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TransposeA {
+    NoTranspose,
+    Transpose,
+    /// The conjugate transpose (the transpose for real element types).
+    Adjoint,
+}
+
+impl TransposeA {
+    pub const ALL: [TransposeA; 3] = [
+        TransposeA::NoTranspose,
+        TransposeA::Transpose,
+        TransposeA::Adjoint,
+    ];
+
+    /// `NO_TRANSPOSE`, `TRANSPOSE`, `ADJOINT`.
+    pub fn mnemonic(self) -> &'static str {
+        match self {
+            TransposeA::NoTranspose => "NO_TRANSPOSE",
+            TransposeA::Transpose => "TRANSPOSE",
+            TransposeA::Adjoint => "ADJOINT",
+        }
+    }
+
+    pub fn from_mnemonic(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|t| t.mnemonic() == s)
+    }
+}
+
 /// Every op certgrad knows. Attributes live in the variant; operands, results and
 /// regions live in [`crate::Op`].
 #[derive(Clone, Debug, PartialEq)]
@@ -480,6 +639,36 @@ pub enum OpKind {
     },
     /// Identity on every operand.
     OptimizationBarrier,
+    // Issue 21: the non-elementwise ops of the elementwise/CHLO set.
+    /// `stablehlo.bitcast_convert`: bit reinterpretation; result type given
+    /// (a narrower result element type adds a trailing dimension, a wider one
+    /// consumes the operand's last).
+    BitcastConvert,
+    /// `stablehlo.reduce_precision`: round to a float format with
+    /// `exponent_bits` exponent and `mantissa_bits` mantissa bits.
+    ReducePrecision {
+        exponent_bits: i64,
+        mantissa_bits: i64,
+    },
+    /// `stablehlo.get_dimension_size`: `tensor<i32>` holding the operand's size
+    /// in `dimension`.
+    GetDimensionSize {
+        dimension: i64,
+    },
+    /// `chlo.top_k(%x, k = K)`: the K largest entries along the last dimension
+    /// (descending, ties by lower index) and their i32 indices.
+    TopK {
+        k: i64,
+    },
+    /// `stablehlo.triangular_solve(a, b)`: solves op(a)·x = b (`left_side`) or
+    /// x·op(a) = b for triangular a (its `lower` or upper triangle is read; a
+    /// `unit_diagonal` is taken as ones), batched over leading dimensions.
+    TriangularSolve {
+        left_side: bool,
+        lower: bool,
+        unit_diagonal: bool,
+        transpose_a: TransposeA,
+    },
 }
 
 impl OpKind {
@@ -487,7 +676,7 @@ impl OpKind {
     /// declaration order: with [`UnaryOp::ALL`] and [`BinaryOp::ALL`] they are
     /// every op the IR knows ([`OpKind::all_names`]). A new variant's name goes
     /// here too; the generator's coverage test fails until it does.
-    pub const STRUCTURED_NAMES: [&'static str; 32] = [
+    pub const STRUCTURED_NAMES: [&'static str; 37] = [
         "stablehlo.constant",
         "stablehlo.compare",
         "stablehlo.select",
@@ -520,6 +709,31 @@ impl OpKind {
         "stablehlo.sort",
         "stablehlo.map",
         "stablehlo.optimization_barrier",
+        "stablehlo.bitcast_convert",
+        "stablehlo.reduce_precision",
+        "stablehlo.get_dimension_size",
+        "chlo.top_k",
+        "stablehlo.triangular_solve",
+    ];
+
+    /// Ops of the StableHLO specification certgrad rejects on purpose
+    /// (distributed, host-communication and opaque ops): the parser answers
+    /// "not supported: <op> at <file>:<line>:<col>".
+    pub const REJECTED_NAMES: [&'static str; 12] = [
+        "stablehlo.custom_call",
+        "stablehlo.send",
+        "stablehlo.recv",
+        "stablehlo.infeed",
+        "stablehlo.outfeed",
+        "stablehlo.after_all",
+        "stablehlo.all_gather",
+        "stablehlo.all_to_all",
+        "stablehlo.collective_permute",
+        "stablehlo.collective_broadcast",
+        "stablehlo.reduce_scatter",
+        // The spec leaves its bits implementation-defined: no reference to
+        // evaluate against.
+        "stablehlo.rng_bit_generator",
     ];
 
     /// Ops the StableHLO specification defines that the IR cannot carry (tuple
@@ -577,6 +791,11 @@ impl OpKind {
             OpKind::Sort { .. } => "stablehlo.sort",
             OpKind::Map { .. } => "stablehlo.map",
             OpKind::OptimizationBarrier => "stablehlo.optimization_barrier",
+            OpKind::BitcastConvert => "stablehlo.bitcast_convert",
+            OpKind::ReducePrecision { .. } => "stablehlo.reduce_precision",
+            OpKind::GetDimensionSize { .. } => "stablehlo.get_dimension_size",
+            OpKind::TopK { .. } => "chlo.top_k",
+            OpKind::TriangularSolve { .. } => "stablehlo.triangular_solve",
         }
     }
 

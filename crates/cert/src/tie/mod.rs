@@ -158,7 +158,8 @@ pub fn certify_layer(layer: &dyn CertLayer, input: &TensorType, opts: &TieOption
 }
 
 /// True when every op of `m` maps rationals to rationals (so the exact scalar
-/// can evaluate it): no exp/log/sqrt/rsqrt/tanh/logistic/erf/trig/power.
+/// can evaluate it): no exp/log/sqrt/rsqrt/tanh/logistic/erf/trig/power, and
+/// none of the special functions or next_after of issue 21.
 pub fn module_is_rational(m: &Module) -> bool {
     use ir::{BinaryOp, OpKind, UnaryOp};
     fn block(b: &ir::Block) -> bool {
@@ -174,8 +175,21 @@ pub fn module_is_rational(m: &Module) -> bool {
                         | UnaryOp::RoundNearestEven
                         | UnaryOp::Not
                         | UnaryOp::Square
+                        | UnaryOp::RoundNearestAfz
+                        | UnaryOp::IsFinite
+                        | UnaryOp::IsInf
+                        | UnaryOp::IsNegInf
+                        | UnaryOp::IsPosInf
+                        | UnaryOp::Popcnt
+                        | UnaryOp::CountLeadingZeros
                 ),
-                OpKind::Binary(BinaryOp::Power) => false,
+                OpKind::Binary(
+                    BinaryOp::Power
+                    | BinaryOp::Atan2
+                    | BinaryOp::Polygamma
+                    | BinaryOp::Zeta
+                    | BinaryOp::NextAfter,
+                ) => false,
                 _ => true,
             };
             ok && op.regions.iter().all(block)

@@ -3,7 +3,7 @@
 //! element types. Float results are rounded with `Scalar::round_to` to the op's
 //! result element type.
 
-use super::{Decisions, Fail};
+use super::{bits, Decisions, Fail};
 use crate::scalar::{NotExact, Scalar};
 use crate::tensor::Tensor;
 use crate::value::Value;
@@ -75,6 +75,28 @@ pub fn unary<S: Scalar>(u: UnaryOp, x: &Value<S>, out: ElemType) -> Result<Value
                 // where JAX-exported GELU multiplies it by a tiny x anyway.
                 UnaryOp::Erfc => map_float(t, out, |x: &S| Ok(S::one().sub(&x.erf()?))),
                 UnaryOp::Not => Err(Fail::msg("not is defined on integers and booleans only")),
+                // Issue 21.
+                UnaryOp::IsFinite | UnaryOp::IsInf | UnaryOp::IsNegInf | UnaryOp::IsPosInf => {
+                    Ok(float_class(u, t))
+                }
+                UnaryOp::RoundNearestAfz => ok(S::round_nearest_afz),
+                UnaryOp::Tan | UnaryOp::ChloTan => map_float(t, out, S::tan),
+                UnaryOp::ErfInv => map_float(t, out, S::erf_inv),
+                UnaryOp::Lgamma => map_float(t, out, S::lgamma),
+                UnaryOp::Digamma => map_float(t, out, S::digamma),
+                UnaryOp::BesselI1e => map_float(t, out, S::bessel_i1e),
+                UnaryOp::Sinh => map_float(t, out, S::sinh),
+                UnaryOp::Cosh => map_float(t, out, S::cosh),
+                UnaryOp::Asin => map_float(t, out, S::asin),
+                UnaryOp::Acos => map_float(t, out, S::acos),
+                UnaryOp::Atan => map_float(t, out, S::atan),
+                UnaryOp::Asinh => map_float(t, out, S::asinh),
+                UnaryOp::Acosh => map_float(t, out, S::acosh),
+                UnaryOp::Atanh => map_float(t, out, S::atanh),
+                UnaryOp::Popcnt | UnaryOp::CountLeadingZeros => Err(Fail::msg(format!(
+                    "{} is defined on integers only",
+                    u.name()
+                ))),
             }
         }
         Value::Int(t, e) => {
@@ -90,6 +112,9 @@ pub fn unary<S: Scalar>(u: UnaryOp, x: &Value<S>, out: ElemType) -> Result<Value
                 UnaryOp::Square => t.map(|&x| wrap_int(x.wrapping_mul(x), e)),
                 UnaryOp::Not if e == ElemType::I1 => t.map(|&x| 1 - x),
                 UnaryOp::Not => t.map(|&x| wrap_int(!x, e)),
+                UnaryOp::Popcnt | UnaryOp::CountLeadingZeros if !e.is_bool() => {
+                    t.map(|&x| bits::bit_count(u, x, e))
+                }
                 _ => {
                     return Err(Fail::msg(format!(
                         "{} is not defined on integer type {e}",
@@ -100,6 +125,23 @@ pub fn unary<S: Scalar>(u: UnaryOp, x: &Value<S>, out: ElemType) -> Result<Value
             Ok(Value::Int(r, e))
         }
     }
+}
+
+/// is_finite / is_inf / is_neg_inf / is_pos_inf of each element, as i1.
+fn float_class<S: Scalar>(u: UnaryOp, t: &Tensor<S>) -> Value<S> {
+    let inf = S::from_f64(f64::INFINITY).unwrap_or_else(|_| S::zero());
+    let neg_inf = inf.neg();
+    let holds = |x: &S| -> bool {
+        let pos = x.primal_cmp(&inf) == Some(Ordering::Equal);
+        let neg = x.primal_cmp(&neg_inf) == Some(Ordering::Equal);
+        match u {
+            UnaryOp::IsFinite => !x.is_nan() && !pos && !neg,
+            UnaryOp::IsInf => pos || neg,
+            UnaryOp::IsPosInf => pos,
+            _ => neg,
+        }
+    };
+    Value::Int(t.map(|x| holds(x) as i64), ElemType::I1)
 }
 
 /// IEEE/spec integer power: negative exponents give 1/xⁿ truncated (an
@@ -138,7 +180,18 @@ fn bool_binary(b: BinaryOp, x: i64, y: i64) -> Result<i64, Fail> {
         BinaryOp::Add | BinaryOp::Maximum | BinaryOp::Or => x | y,
         BinaryOp::Multiply | BinaryOp::Minimum | BinaryOp::And => x & y,
         BinaryOp::Xor => x ^ y,
-        BinaryOp::Subtract | BinaryOp::Divide | BinaryOp::Remainder | BinaryOp::Power => {
+        BinaryOp::Subtract
+        | BinaryOp::Divide
+        | BinaryOp::Remainder
+        | BinaryOp::Power
+        | BinaryOp::ShiftLeft
+        | BinaryOp::ShiftRightLogical
+        | BinaryOp::ShiftRightArithmetic
+        | BinaryOp::Mulhi
+        | BinaryOp::Atan2
+        | BinaryOp::Polygamma
+        | BinaryOp::Zeta
+        | BinaryOp::NextAfter => {
             return Err(Fail::msg(format!("{} is not defined on i1", b.name())))
         }
     };
@@ -172,6 +225,13 @@ pub(crate) fn int_binary(b: BinaryOp, x: i64, y: i64, e: ElemType) -> Result<i64
         BinaryOp::And => x & y,
         BinaryOp::Or => x | y,
         BinaryOp::Xor => x ^ y,
+        BinaryOp::ShiftLeft | BinaryOp::ShiftRightLogical | BinaryOp::ShiftRightArithmetic => {
+            bits::shift(b, x, y, e)
+        }
+        BinaryOp::Mulhi => bits::mulhi(x, y, e),
+        BinaryOp::Atan2 | BinaryOp::Polygamma | BinaryOp::Zeta | BinaryOp::NextAfter => {
+            return Err(Fail::msg(format!("{} is defined on floats only", b.name())))
+        }
     };
     Ok(wrap_int(r, e))
 }
@@ -213,6 +273,17 @@ pub fn binary<S: Scalar>(
                     }
                     BinaryOp::And | BinaryOp::Or | BinaryOp::Xor => {
                         return Err(Fail::msg("logical ops need integer or boolean operands"))
+                    }
+                    // Issue 21.
+                    BinaryOp::Atan2 => a.atan2(c)?,
+                    BinaryOp::Polygamma => a.polygamma(c)?,
+                    BinaryOp::Zeta => a.zeta(c)?,
+                    BinaryOp::NextAfter => a.next_after(c, out)?,
+                    BinaryOp::ShiftLeft
+                    | BinaryOp::ShiftRightLogical
+                    | BinaryOp::ShiftRightArithmetic
+                    | BinaryOp::Mulhi => {
+                        return Err(Fail::msg(format!("{} needs integer operands", b.name())))
                     }
                 };
                 data.push(r.round_to(out));

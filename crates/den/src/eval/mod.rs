@@ -9,6 +9,7 @@
 //! Op indices (for margins) are pre-order within a function: an op, then the
 //! ops of its regions, then the next op.
 
+mod bits;
 mod control;
 mod elementwise;
 mod fastpath;
@@ -19,6 +20,8 @@ mod reduce;
 mod replica;
 mod shape;
 mod sort;
+mod topk;
+mod triangular;
 
 pub use elementwise::wrap_int;
 pub use reduce::as_compare_selector;
@@ -783,6 +786,52 @@ impl<'m> Interp<'m> {
                     |r: usize, args: Vec<Value<S>>| self.run_region(f, env, op, op_index, r, args);
                 one(reduce::select_and_scatter(
                     &x, &s, &i, sa, selector, scatter, &mut body, dec,
+                )?)
+            }
+            // Issue 21.
+            OpKind::BitcastConvert => {
+                arity(1)?;
+                one(bits::bitcast_convert(
+                    get(env, op.operands[0])?,
+                    result_ty(0)?,
+                )?)
+            }
+            OpKind::ReducePrecision {
+                exponent_bits,
+                mantissa_bits,
+            } => {
+                arity(1)?;
+                one(bits::reduce_precision(
+                    get(env, op.operands[0])?,
+                    *exponent_bits,
+                    *mantissa_bits,
+                )?)
+            }
+            OpKind::GetDimensionSize { dimension } => {
+                arity(1)?;
+                one(bits::get_dimension_size(
+                    get(env, op.operands[0])?,
+                    *dimension,
+                )?)
+            }
+            OpKind::TopK { k } => {
+                arity(1)?;
+                topk::top_k(get(env, op.operands[0])?, *k, dec)
+            }
+            OpKind::TriangularSolve {
+                left_side,
+                lower,
+                unit_diagonal,
+                transpose_a,
+            } => {
+                arity(2)?;
+                one(triangular::triangular_solve(
+                    get(env, op.operands[0])?,
+                    get(env, op.operands[1])?,
+                    *left_side,
+                    *lower,
+                    *unit_diagonal,
+                    *transpose_a,
                 )?)
             }
             OpKind::AllReduce { replica_groups, .. } => {

@@ -349,6 +349,21 @@ impl<'f> Builder<'f> {
             | OpKind::Slice { .. }
             | OpKind::Pad { .. }
             | OpKind::Concatenate { .. }
+            | OpKind::Gather(_)
+            | OpKind::Scatter(_)
+            | OpKind::DynamicSlice { .. }
+            | OpKind::DynamicUpdateSlice
+            | OpKind::While
+            | OpKind::Case
+            | OpKind::If
+            | OpKind::Sort { .. }
+            | OpKind::Map { .. }
+            | OpKind::OptimizationBarrier
+            | OpKind::BitcastConvert
+            | OpKind::ReducePrecision { .. }
+            | OpKind::GetDimensionSize { .. }
+            | OpKind::TopK { .. }
+            | OpKind::TriangularSolve { .. }
             | OpKind::Call { .. }
             | OpKind::Return
             | OpKind::FuncReturn => Some(false),

@@ -6,13 +6,16 @@
 use super::{Entry, OpParts, PResult, Parser, Span};
 use crate::ops::{
     BinaryOp, CompareDirection, CompareType, ConvAttrs, GatherAttrs, OpKind, ScatterAttrs,
-    ScatterWindowAttrs, UnaryOp, WindowAttrs,
+    ScatterWindowAttrs, TransposeA, UnaryOp, WindowAttrs,
 };
 use crate::types::TensorType;
 
 impl Parser<'_> {
     /// `"name"(operands) [<{props}>] [({regions})] [{attrs}] : (…) -> …`.
     pub(super) fn generic_op(&mut self, name: &str, pos: usize) -> PResult<OpParts> {
+        if OpKind::REJECTED_NAMES.contains(&name) {
+            return Err(self.not_supported(name, pos));
+        }
         self.expect("(")?;
         let operands = self.operands()?;
         self.expect(")")?;
@@ -122,6 +125,19 @@ impl Parser<'_> {
                     dimensions: a.i64_array("dimensions")?,
                 },
                 "stablehlo.optimization_barrier" => OpKind::OptimizationBarrier,
+                // Issue 21.
+                "stablehlo.bitcast_convert" => OpKind::BitcastConvert,
+                "stablehlo.reduce_precision" => OpKind::ReducePrecision {
+                    exponent_bits: a.int_attr("exponent_bits")?,
+                    mantissa_bits: a.int_attr("mantissa_bits")?,
+                },
+                "stablehlo.get_dimension_size" => OpKind::GetDimensionSize {
+                    dimension: a.int_attr("dimension")?,
+                },
+                "chlo.top_k" => OpKind::TopK {
+                    k: a.int_attr("k")?,
+                },
+                "stablehlo.triangular_solve" => a.triangular_solve()?,
                 _ => return Err(self.unsupported(name, pos)),
             }
         };
@@ -355,6 +371,33 @@ impl Attrs<'_, '_> {
             replica_groups,
             channel_id,
             use_global_device_ids,
+        })
+    }
+
+    /// A required `true`/`false` attribute.
+    fn bool_attr(&mut self, key: &str) -> PResult<bool> {
+        let s = self.need(key)?;
+        match self.p.text(s).trim() {
+            "true" => Ok(true),
+            "false" => Ok(false),
+            t => Err(self
+                .p
+                .err_at(s.start, format!("true or false for '{key}'"), t)),
+        }
+    }
+
+    fn triangular_solve(&mut self) -> PResult<OpKind> {
+        let this = self.p;
+        let s = self.need("transpose_a")?;
+        let t = this.sub(s).enum_attr("transpose")?;
+        let transpose_a = TransposeA::from_mnemonic(t.0).ok_or_else(|| {
+            this.err_at(t.1, "a transpose (NO_TRANSPOSE, TRANSPOSE, ADJOINT)", t.0)
+        })?;
+        Ok(OpKind::TriangularSolve {
+            left_side: self.bool_attr("left_side")?,
+            lower: self.bool_attr("lower")?,
+            unit_diagonal: self.bool_attr("unit_diagonal")?,
+            transpose_a,
         })
     }
 

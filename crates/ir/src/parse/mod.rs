@@ -17,6 +17,7 @@
 //! forms), `attrs` (attribute values) and `dense` (dense literals).
 
 mod attrs;
+mod chlo;
 mod dense;
 mod generic;
 mod lex;
@@ -46,8 +47,26 @@ pub struct ParseError {
     pub found: String,
 }
 
+/// The `expected` of a [`ParseError`] for an op certgrad rejects on purpose;
+/// such an error displays as "not supported: <op> at <file>:<line>:<col>".
+pub const NOT_SUPPORTED: &str = "not supported";
+
+impl ParseError {
+    /// Whether this error rejects a known-but-unsupported op.
+    pub fn is_not_supported(&self) -> bool {
+        self.expected == NOT_SUPPORTED
+    }
+}
+
 impl fmt::Display for ParseError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.is_not_supported() {
+            return write!(
+                f,
+                "not supported: {} at {}:{}:{}",
+                self.found, self.file, self.line, self.col
+            );
+        }
         write!(
             f,
             "{}:{}:{}: expected {}, found {}",
@@ -147,12 +166,12 @@ mod tests {
     #[test]
     fn error_display_has_file_line_col() {
         let e = parse_module(
-            "module {\n  func.func @f() {\n    %0 = stablehlo.recv\n",
+            "module {\n  func.func @f() {\n    %0 = stablehlo.fft\n",
             "x.mlir",
         )
         .expect_err("unsupported op");
         assert_eq!((e.line, e.col), (3, 10));
-        assert_eq!(e.found, "stablehlo.recv");
+        assert_eq!(e.found, "stablehlo.fft");
         assert!(e
             .to_string()
             .starts_with("x.mlir:3:10: expected a supported op ("));

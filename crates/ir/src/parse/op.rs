@@ -131,6 +131,11 @@ impl Parser<'_> {
                 (n >= 1, "at least 1 operand".to_string(), 1)
             }
             OpKind::OptimizationBarrier => (true, String::new(), 0),
+            OpKind::BitcastConvert
+            | OpKind::ReducePrecision { .. }
+            | OpKind::GetDimensionSize { .. }
+            | OpKind::TopK { .. } => (n == 1, "1 operand".to_string(), 0),
+            OpKind::TriangularSolve { .. } => (n == 2, "2 operands".to_string(), 0),
         };
         if !ok {
             return Err(self.err_at(pos, format!("{want} for {name}"), plural(n, "operand")));
@@ -199,6 +204,12 @@ impl Parser<'_> {
             regions: Vec::new(),
             extra,
         }
+    }
+
+    /// An op certgrad rejects on purpose ([`OpKind::REJECTED_NAMES`]):
+    /// "not supported: <op> at <file>:<line>:<col>".
+    pub(super) fn not_supported(&self, name: &str, pos: usize) -> ParseError {
+        self.err_at(pos, super::NOT_SUPPORTED, name)
     }
 
     pub(super) fn unsupported(&self, name: &str, pos: usize) -> ParseError {

@@ -11,14 +11,24 @@ use std::collections::HashMap;
 
 impl Parser<'_> {
     pub(super) fn pretty_op(&mut self, name: &str, pos: usize) -> PResult<OpParts> {
+        if OpKind::REJECTED_NAMES.contains(&name) {
+            return Err(self.not_supported(name, pos));
+        }
         if let Some(u) = UnaryOp::from_name(name) {
             return self.pretty_unary(u);
         }
         if let Some(b) = BinaryOp::from_name(name) {
             let operands = self.operands()?;
             let extra = self.extras()?;
-            let outs = self.same_type_sig(&operands)?;
+            let outs = if b.is_chlo() {
+                self.chlo_sig(&operands)?
+            } else {
+                self.same_type_sig(&operands)?
+            };
             return Ok(Self::simple(OpKind::Binary(b), operands, outs, extra));
+        }
+        if let Some(parts) = self.pretty_issue21_op(name)? {
+            return Ok(parts);
         }
         match name {
             "stablehlo.constant" => self.pretty_constant(),
@@ -50,18 +60,8 @@ impl Parser<'_> {
     fn pretty_unary(&mut self, u: UnaryOp) -> PResult<OpParts> {
         let operands = self.operands()?;
         let extra = self.extras()?;
-        let outs = if u.is_chlo() && !self.at(": (") {
-            // chlo's spelling: `: T -> R`.
-            self.expect(":")?;
-            self.ws();
-            let tpos = self.pos;
-            let t = self.tensor_type()?;
-            self.check_types(&operands, &vec![t.clone(); operands.len()], tpos)?;
-            if self.eat("->") {
-                vec![self.tensor_type()?]
-            } else {
-                vec![t]
-            }
+        let outs = if u.is_chlo() {
+            self.chlo_sig(&operands)?
         } else {
             self.same_type_sig(&operands)?
         };

@@ -114,6 +114,31 @@ fn inherent_attrs(kind: &OpKind, result_ty: Option<&TensorType>) -> Vec<(String,
             }
         }
         OpKind::Call { callee } => put("callee", symbol(callee)),
+        // Issue 21.
+        OpKind::ReducePrecision {
+            exponent_bits,
+            mantissa_bits,
+        } => {
+            put("exponent_bits", format!("{exponent_bits} : i32"));
+            put("mantissa_bits", format!("{mantissa_bits} : i32"));
+        }
+        OpKind::GetDimensionSize { dimension } => put("dimension", format!("{dimension} : i64")),
+        OpKind::TopK { k } => put("k", format!("{k} : i64")),
+        OpKind::BitcastConvert => {}
+        OpKind::TriangularSolve {
+            left_side,
+            lower,
+            unit_diagonal,
+            transpose_a,
+        } => {
+            put("left_side", left_side.to_string());
+            put("lower", lower.to_string());
+            put(
+                "transpose_a",
+                format!("#stablehlo<transpose {}>", transpose_a.mnemonic()),
+            );
+            put("unit_diagonal", unit_diagonal.to_string());
+        }
         OpKind::Unary(_)
         | OpKind::Binary(_)
         | OpKind::Select

@@ -26,6 +26,9 @@ impl FuncPrinter<'_> {
             OpKind::ReduceWindow(_) | OpKind::SelectAndScatter(_) | OpKind::AllReduce { .. } => {
                 false
             }
+            OpKind::TopK { .. } => nres == 2 && nreg == 0,
+            // No custom assembly: MLIR prints it generically.
+            OpKind::TriangularSolve { .. } => false,
             OpKind::Slice {
                 start,
                 limit,
@@ -95,6 +98,10 @@ impl FuncPrinter<'_> {
                 format!("{} {args}{ex} : {ins} -> {res_ty}", u.name())
             }
             OpKind::Unary(u) => format!("{} {args}{ex} : {}", u.name(), self.same_type(op)),
+            OpKind::Binary(b) if b.is_chlo() => {
+                let ins = self.operand_types(op).join(", ");
+                format!("{} {args}{ex} : {ins} -> {res_ty}", b.name())
+            }
             OpKind::Binary(b) => format!("{} {args}{ex} : {}", b.name(), self.same_type(op)),
             OpKind::Compare {
                 direction,
@@ -212,6 +219,30 @@ impl FuncPrinter<'_> {
                 "stablehlo.optimization_barrier {args}{ex} : {}",
                 self.operand_types(op).join(", ")
             ),
+            // Issue 21.
+            OpKind::BitcastConvert => format!(
+                "stablehlo.bitcast_convert {args}{ex} : {}",
+                self.functional(op)
+            ),
+            OpKind::ReducePrecision {
+                exponent_bits,
+                mantissa_bits,
+            } => format!(
+                "stablehlo.reduce_precision {args}, format = e{exponent_bits}m{mantissa_bits}{ex} : {}",
+                self.same_type(op)
+            ),
+            OpKind::GetDimensionSize { dimension } => format!(
+                "stablehlo.get_dimension_size {args}, dim = {dimension}{ex} : {}",
+                self.functional(op)
+            ),
+            OpKind::TopK { k } => {
+                let ins = self.operand_types(op).join(", ");
+                let outs: Vec<String> = op.results.iter().map(|(_, t)| t.to_string()).collect();
+                format!(
+                    "chlo.top_k({args}, k = {k}){ex} : {ins} -> ({})",
+                    outs.join(", ")
+                )
+            }
             OpKind::Reduce { .. }
             | OpKind::ReduceWindow(_)
             | OpKind::SelectAndScatter(_)
@@ -222,7 +253,8 @@ impl FuncPrinter<'_> {
             | OpKind::Case
             | OpKind::If
             | OpKind::Sort { .. }
-            | OpKind::Map { .. } => {
+            | OpKind::Map { .. }
+            | OpKind::TriangularSolve { .. } => {
                 unreachable!("handled before: reduce and while above, the others in generic form")
             }
         };

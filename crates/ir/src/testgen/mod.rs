@@ -16,7 +16,7 @@ use crate::infer::infer_result_types;
 use crate::module::{Block, Func, Module, ValueId, Visibility};
 use crate::ops::{
     BinaryOp, CompareDirection, CompareType, ConvAttrs, ConvDims, DenseData, DotDims, GatherAttrs,
-    OpKind, ScatterAttrs, ScatterWindowAttrs, UnaryOp, WindowAttrs,
+    OpKind, ScatterAttrs, ScatterWindowAttrs, TransposeA, UnaryOp, WindowAttrs,
 };
 use crate::rng::Rng;
 use crate::types::{ElemType, TensorType};
