@@ -177,7 +177,10 @@ def build():
         s.add("remainder", d, lambda x=x, y=y: lax.rem(c(x), c(y)))
         s.add("not", d, lambda x=x: lax.bitwise_not(c(x)))
         s.add("popcnt", d, lambda x=x: lax.population_count(c(x)))
-        s.add("count_leading_zeros", d, lambda x=x: lax.clz(c(x)))
+        # Non-negative values only: XLA's CPU clz of a negative narrow integer
+        # counts in the sign-extended 64-bit word minus the padding (int8 −128
+        # gives −56); the spec's count of a set top bit is 0 (den's tests).
+        s.add("count_leading_zeros", d, lambda x=x: lax.clz(c(x[x >= 0])))
         bits = np.iinfo(dt(d)).bits
         sh = np.array([0, 1, 3, bits - 1, bits, bits + 1, 2, 5, 1, 0, 7, 4, 2, 1][: len(x)], dtype=dt(d))
         s.add("shift_left", d, lambda x=x, sh=sh: lax.shift_left(c(x), c(sh)))
@@ -274,7 +277,8 @@ def build():
     s.add("top_k", "rows_i32", lambda: lax.top_k(c(np.array([[4, 1, 9], [0, 0, -1]], np.int32)), 2))
     s.add("reduce", "argmax_f32", lambda: jnp.argmax(c(m * np.float32(-1) + c(np.float32(3))), axis=1))
     s.add("reduce", "argmin_ties", lambda: jnp.argmin(c(np.array([2.0, 1.0, 1.0, 3.0], np.float32))))
-    s.add("reduce", "sum_f64", lambda: jnp.sum(c(np.linspace(0, 1, 1001)), dtype=jnp.float64))
+    # The spec leaves a reduction's order to the implementation: ulp, not exact.
+    s.add("reduce", "sum_f64", lambda: jnp.sum(c(np.linspace(0, 1, 1001)), dtype=jnp.float64), "ulp")
     s.add("reduce", "max_nan", lambda: jnp.max(c(v)))
     s.add("reduce", "prod_axis", lambda: jnp.prod(c(m[:, :3] * np.float32(0.5)), axis=0))
     s.add("reduce", "any_bool", lambda: jnp.any(c(np.array([[False, True], [False, False]])), axis=1))
@@ -397,15 +401,26 @@ def compare(got, want, tol):
     if (g[inf] != w[inf]).any():
         i = np.flatnonzero(inf)[np.flatnonzero(g[inf] != w[inf])[0]]
         return f"element {i}: {g[i]} vs {w[i]} (inf mismatch)"
+    # XLA's CPU backend flushes subnormal results to zero (FTZ); the spec
+    # does not, so a subnormal where JAX has a zero of the same sign is XLA's.
+    tiny = float(jnp.finfo(want.dtype).tiny)
+    ftz = (w == 0) & (np.abs(g) < tiny) & (np.signbit(g) == np.signbit(w))
+    g = np.where(ftz, w, g)
+    # Matching infinities were checked above; the measures below are for
+    # finite values.
+    fin = ~inf
     if tol == "exact":
-        gb, wb = as_bits(got.ravel()[keep]), as_bits(want.ravel()[keep])
+        gb = as_bits(np.where(ftz, want.ravel()[keep], got.ravel()[keep]))
+        wb = as_bits(want.ravel()[keep])
         bad = np.flatnonzero(gb != wb)
         return None if bad.size == 0 else f"element {bad[0]}: {g[bad[0]]!r} != {w[bad[0]]!r}"
     if tol == "ulp":
-        d = np.abs(as_bits(got.ravel()[keep]) - as_bits(want.ravel()[keep]))
+        gb = as_bits(np.where(ftz, want.ravel()[keep], got.ravel()[keep]))
+        d = np.where(fin, np.abs(gb - as_bits(want.ravel()[keep])), 0)
         i = int(np.argmax(d)) if d.size else 0
         return None if d.size == 0 or d[i] <= ULP_BOUND else f"element {i}: {g[i]!r} vs {w[i]!r} ({d[i]} ulp)"
-    rel = np.abs(g - w) / np.maximum(np.abs(w), 1.0)
+    with np.errstate(invalid="ignore"):
+        rel = np.where(fin, np.abs(g - w) / np.maximum(np.abs(w), 1.0), 0.0)
     i = int(np.argmax(rel)) if rel.size else 0
     bound = APPROX[want.dtype.name]
     return None if rel.size == 0 or rel[i] <= bound else f"element {i}: {g[i]!r} vs {w[i]!r} (rel {rel[i]:.2e} > {bound})"
