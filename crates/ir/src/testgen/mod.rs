@@ -235,6 +235,7 @@ fn factors(mut n: i64) -> Vec<i64> {
 }
 
 mod fixtures;
+mod library;
 mod ops;
 mod structured;
 
