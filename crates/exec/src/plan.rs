@@ -65,6 +65,8 @@ impl Plan {
             line: None,
             message: format!("no function @{func} in the module"),
         })?;
+        // Refused before the plan sizes its buffers.
+        den::eval::check_sizes::<f32>(module)?;
         let deduplicated = cse::eliminate_common_subexpressions(f);
         let body = match Builder::new(&deduplicated).and_then(|b| b.build()) {
             Some(c) => Body::Compiled(c),

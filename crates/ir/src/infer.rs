@@ -592,7 +592,8 @@ fn slice_rule(
                 "dimension {d}: need 0 <= start {s} <= limit {l} <= size {n}"
             ));
         }
-        shape.push((l - s + strides[d] - 1) / strides[d]);
+        // (l - s) / stride rounded up, without overflow for a huge stride.
+        shape.push(((l - s) as u64).div_ceil(strides[d] as u64) as i64);
     }
     Ok(TensorType::new(shape, x.elem))
 }
@@ -612,16 +613,21 @@ fn pad_rule(low: &[i64], high: &[i64], interior: &[i64], ops: &[TensorType]) -> 
         if interior[d] < 0 {
             return Err(format!("interior_padding[{d}]={} is negative", interior[d]));
         }
-        let n = x.shape[d];
-        let core = if n == 0 { 0 } else { n + (n - 1) * interior[d] };
-        let out = low[d] + high[d] + core;
+        // In i128: edges near ±2^63 must give an error, not an overflow.
+        let n = i128::from(x.shape[d]);
+        let core = if n == 0 {
+            0
+        } else {
+            n + (n - 1) * i128::from(interior[d])
+        };
+        let out = i128::from(low[d]) + i128::from(high[d]) + core;
         if out < 0 {
             return Err(format!(
                 "dimension {d}: low {} + high {} + padded size {core} is negative",
                 low[d], high[d]
             ));
         }
-        shape.push(out);
+        shape.push(fit_dim(d, out)?);
     }
     Ok(TensorType::new(shape, x.elem))
 }
@@ -637,7 +643,7 @@ fn concatenate_rule(dim: i64, ops: &[TensorType]) -> Rule<TensorType> {
         ));
     }
     let dim = dim as usize;
-    let mut total = 0;
+    let mut total: i128 = 0;
     for (i, t) in ops.iter().enumerate() {
         same_elem(&format!("operand #{i}"), t, "operand #0", first)?;
         if t.rank() != first.rank() {
@@ -653,10 +659,10 @@ fn concatenate_rule(dim: i64, ops: &[TensorType]) -> Rule<TensorType> {
                 t.shape[d], first.shape[d]
             ));
         }
-        total += t.shape[dim];
+        total += i128::from(t.shape[dim]);
     }
     let mut shape = first.shape.clone();
-    shape[dim] = total;
+    shape[dim] = fit_dim(dim, total)?;
     Ok(TensorType::new(shape, first.elem))
 }
 
@@ -749,6 +755,18 @@ fn num_windows(what: &str, d: usize, w: WindowDim) -> Rule<i64> {
         window_dilation,
         stride,
     } = w;
+    // In i128: huge dilations or paddings must give an error, not an overflow.
+    let (base, base_dilation, lo, hi) = (
+        i128::from(base),
+        i128::from(base_dilation),
+        i128::from(lo),
+        i128::from(hi),
+    );
+    let (window, window_dilation, stride) = (
+        i128::from(window),
+        i128::from(window_dilation),
+        i128::from(stride),
+    );
     let dilated_base = if base == 0 {
         0
     } else {
@@ -768,7 +786,18 @@ fn num_windows(what: &str, d: usize, w: WindowDim) -> Rule<i64> {
     if padded == 0 || dilated_window > padded {
         return Ok(0);
     }
-    Ok((padded - dilated_window) / stride + 1)
+    if stride <= 0 {
+        return Err(format!(
+            "{what} dimension {d}: stride {stride} must be positive"
+        ));
+    }
+    fit_dim(d, (padded - dilated_window) / stride + 1)
+}
+
+/// A derived dimension size, refused when it does not fit a tensor type
+/// (certgrad's types hold fewer than 2^63 elements).
+fn fit_dim(d: usize, n: i128) -> Rule<i64> {
+    i64::try_from(n).map_err(|_| format!("dimension {d} would be {n}, beyond 2^63 - 1"))
 }
 
 fn convolution_rule(

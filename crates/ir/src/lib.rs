@@ -6,6 +6,7 @@
 
 pub mod builder;
 pub mod infer;
+pub mod limits;
 pub mod literal;
 pub mod module;
 pub mod ops;

@@ -69,6 +69,7 @@ pub fn eval_func<S: Scalar>(
         line: None,
         message: format!("no function @{func} in the module"),
     })?;
+    check_sizes::<S>(m)?;
     let mut interp = Interp {
         module: m,
         opts,
@@ -84,6 +85,20 @@ pub fn eval_func<S: Scalar>(
         outputs,
         margins,
         first_non_finite: interp.first_non_finite,
+    })
+}
+
+/// Refuses, before anything is allocated, a module holding a value larger
+/// than the memory limit (`ir::limits`) at `S`'s size per element.
+pub fn check_sizes<S>(m: &Module) -> Result<(), EvalError> {
+    ir::limits::check_module(m, Some(std::mem::size_of::<S>())).map_err(|e| EvalError {
+        func: e.func.clone(),
+        op: e.op,
+        line: e.loc.map(|(l, _)| l),
+        message: match e.loc {
+            Some((_, col)) => format!("(column {col}) {}", e.what()),
+            None => e.what(),
+        },
     })
 }
 

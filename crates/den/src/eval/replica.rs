@@ -49,6 +49,7 @@ pub fn eval_replicas<S: Scalar + Send>(
             opts.replicas
         )));
     }
+    super::check_sizes::<S>(m)?;
     let opts = EvalOptions {
         replicas,
         ..opts.clone()
