@@ -5,6 +5,12 @@
 //! (temp file, fsync, rename, fsync of the directory), so a crash leaves
 //! either the old or the new checkpoint; a file that does not load is
 //! reported and never overwritten.
+//!
+//! Every checkpoint carries a CRC-32 (`checksum` metadata) over the format
+//! marker, every other metadata entry and every tensor's name, shape and
+//! bytes, in name order; a load recomputes it and refuses a mismatch (one
+//! flipped exponent bit would otherwise resume silently). Checkpoints written
+//! before the checksum existed load with a warning.
 
 use crate::error::TrainError;
 use safetensors::tensor::{Dtype, SafeTensors, TensorView};
@@ -17,6 +23,9 @@ use std::path::{Path, PathBuf};
 pub const CHECKPOINT_FILE: &str = "checkpoint.safetensors";
 /// The format marker in the metadata.
 pub const FORMAT: &str = "certgrad-train-checkpoint-1";
+/// The metadata key of the checksum, and its value's prefix.
+pub const CHECKSUM_KEY: &str = "checksum";
+const CHECKSUM_PREFIX: &str = "crc32:";
 
 /// The contents of a checkpoint: named f32 tensors and string metadata.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -32,6 +41,72 @@ pub fn checkpoint_path(run_dir: &Path) -> PathBuf {
 
 fn f32_bytes(v: &[f32]) -> Vec<u8> {
     v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+/// CRC-32 (IEEE 802.3, reflected, polynomial 0xEDB88320) — the zlib/PNG
+/// one: small enough to write here, and detects every burst of up to 32
+/// flipped bits, which a one-bit exponent flip is.
+pub fn crc32(bytes: &[u8]) -> u32 {
+    crc32_update(0, bytes)
+}
+
+/// Continues a CRC-32 over more bytes (`crc32_update(crc32(a), b)` =
+/// `crc32(a ++ b)`).
+pub fn crc32_update(crc: u32, bytes: &[u8]) -> u32 {
+    const TABLE: [u32; 256] = {
+        let mut t = [0u32; 256];
+        let mut i = 0;
+        while i < 256 {
+            let mut c = i as u32;
+            let mut k = 0;
+            while k < 8 {
+                c = if c & 1 != 0 {
+                    0xEDB8_8320 ^ (c >> 1)
+                } else {
+                    c >> 1
+                };
+                k += 1;
+            }
+            t[i] = c;
+            i += 1;
+        }
+        t
+    };
+    let mut c = !crc;
+    for &b in bytes {
+        c = TABLE[((c ^ u32::from(b)) & 0xFF) as usize] ^ (c >> 8);
+    }
+    !c
+}
+
+/// The checksum of a checkpoint's contents: each metadata entry but the
+/// checksum itself, then each tensor (name, shape, little-endian f32 bytes),
+/// all in name order, every field length-prefixed so no two contents share
+/// a byte stream.
+fn content_checksum(
+    tensors: &BTreeMap<String, (Vec<usize>, Vec<f32>)>,
+    meta: &BTreeMap<String, String>,
+) -> u32 {
+    fn field(c: u32, b: &[u8]) -> u32 {
+        crc32_update(crc32_update(c, &(b.len() as u64).to_le_bytes()), b)
+    }
+    let mut c = 0;
+    for (k, v) in meta.iter().filter(|(k, _)| k.as_str() != CHECKSUM_KEY) {
+        c = field(field(c, k.as_bytes()), v.as_bytes());
+    }
+    for (name, (shape, data)) in tensors {
+        c = field(c, name.as_bytes());
+        let dims: Vec<u8> = shape
+            .iter()
+            .flat_map(|&d| (d as u64).to_le_bytes())
+            .collect();
+        c = field(c, &dims);
+        c = crc32_update(c, &((data.len() * 4) as u64).to_le_bytes());
+        for chunk in data.chunks(4096) {
+            c = crc32_update(c, &f32_bytes(chunk));
+        }
+    }
+    c
 }
 
 impl Checkpoint {
@@ -50,8 +125,11 @@ impl Checkpoint {
                     .map_err(|e| TrainError::Checkpoint(format!("tensor {k}: {e:?}")))
             })
             .collect::<Result<Vec<_>, _>>()?;
-        let mut meta: HashMap<String, String> = self.meta.clone().into_iter().collect();
-        meta.insert("format".into(), FORMAT.into());
+        let mut sealed = self.meta.clone();
+        sealed.insert("format".into(), FORMAT.into());
+        let sum = content_checksum(&self.tensors, &sealed);
+        sealed.insert(CHECKSUM_KEY.into(), format!("{CHECKSUM_PREFIX}{sum:08x}"));
+        let meta: HashMap<String, String> = sealed.into_iter().collect();
         safetensors::serialize(views, &Some(meta))
             .map_err(|e| TrainError::Checkpoint(format!("serializing the checkpoint: {e:?}")))
     }
@@ -89,6 +167,27 @@ impl Checkpoint {
                 .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
                 .collect();
             tensors.insert(name.clone(), (t.shape().to_vec(), data));
+        }
+        let mut meta = meta;
+        match meta.remove(CHECKSUM_KEY) {
+            Some(stored) => {
+                let want = stored
+                    .strip_prefix(CHECKSUM_PREFIX)
+                    .and_then(|h| u32::from_str_radix(h, 16).ok())
+                    .ok_or_else(|| bad(format!("unreadable checksum {stored:?}")))?;
+                let got = content_checksum(&tensors, &meta);
+                if got != want {
+                    return Err(TrainError::Checkpoint(format!(
+                        "{what}: corrupt checkpoint: its contents' CRC-32 is {got:08x}, \
+                         the file says {want:08x} (a tensor or the metadata changed after \
+                         it was written); it is not used — restore a copy or start afresh"
+                    )));
+                }
+            }
+            None => eprintln!(
+                "warning: {what} has no checksum (written before certgrad checked \
+                 checkpoints); its contents cannot be verified"
+            ),
         }
         Ok(Checkpoint { tensors, meta })
     }

@@ -70,9 +70,20 @@ pub fn parse_idx(bytes: &[u8], what: &str) -> Result<Idx, TrainError> {
     let raw: Vec<u8>;
     let b = if bytes.starts_with(&[0x1f, 0x8b]) {
         let mut out = Vec::new();
+        // A gzip stream may inflate a thousandfold: the memory limit bounds it.
+        let limit = ir::limits::max_bytes();
         GzDecoder::new(bytes)
+            .take(limit.saturating_add(1))
             .read_to_end(&mut out)
             .map_err(|e| TrainError::Data(format!("{what}: bad gzip stream: {e}")))?;
+        if out.len() as u64 > limit {
+            return err(format!(
+                "{what}: the gzip stream inflates past the memory limit of {} \
+                 (raise it with --max-memory or {})",
+                ir::limits::human_bytes(u128::from(limit)),
+                ir::limits::ENV_VAR
+            ));
+        }
         raw = out;
         &raw[..]
     } else {
@@ -95,7 +106,10 @@ pub fn parse_idx(bytes: &[u8], what: &str) -> Result<Idx, TrainError> {
     let dims: Vec<usize> = (0..ndim)
         .map(|i| u32::from_be_bytes(b[4 + 4 * i..8 + 4 * i].try_into().unwrap()) as usize)
         .collect();
-    let n: usize = dims.iter().product();
+    let n = dims.iter().try_fold(1usize, |n, &d| n.checked_mul(d));
+    let Some(n) = n else {
+        return err(format!("{what}: IDX dims {dims:?} overflow a byte count"));
+    };
     if b.len() - head != n {
         return err(format!(
             "{what}: IDX dims {dims:?} need {n} bytes, the file has {}",
@@ -120,6 +134,16 @@ fn idx_split(
             "{what}: images {:?} and labels {:?} do not pair up",
             im.dims, lb.dims
         ));
+    }
+    // An empty image or split would be padded and "trained on" as zeros.
+    if im.dims[1] == 0 || im.dims[2] == 0 {
+        return err(format!(
+            "{what} images are {}×{}: an image needs at least one row and one column",
+            im.dims[1], im.dims[2]
+        ));
+    }
+    if im.dims[0] == 0 {
+        return err(format!("{what}: the IDX files hold no examples"));
     }
     Ok((
         Split {

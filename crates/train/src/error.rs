@@ -15,13 +15,19 @@ pub enum TrainError {
     /// The run: its config, rendering and preparing its functions, the
     /// engine, the step's outputs, the metrics log and the plot.
     Run(String),
+    /// Stopped on request (SIGINT) at an update boundary, after writing a
+    /// checkpoint: the message says where and how to continue.
+    Interrupted(String),
 }
 
 impl TrainError {
     /// The message the user reads (the same text [`fmt::Display`] prints).
     pub fn message(&self) -> &str {
         match self {
-            TrainError::Data(m) | TrainError::Checkpoint(m) | TrainError::Run(m) => m,
+            TrainError::Data(m)
+            | TrainError::Checkpoint(m)
+            | TrainError::Run(m)
+            | TrainError::Interrupted(m) => m,
         }
     }
 }

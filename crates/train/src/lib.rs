@@ -6,6 +6,7 @@
 pub mod checkpoint;
 pub mod data;
 pub mod error;
+pub mod interrupt;
 pub mod plot;
 pub mod schedule;
 pub mod session;

@@ -1,6 +1,9 @@
 //! Crash safety: a run SIGKILLed mid-epoch (a child process: this test binary
 //! re-executed in child mode) and resumed from its last checkpoint reproduces,
-//! bit for bit, the metrics and final state of the uninterrupted run.
+//! bit for bit, the metrics and final state of the uninterrupted run. A run
+//! sent SIGINT mid-epoch checkpoints the update it was at before exiting, so
+//! nothing is lost; one interrupted at an epoch's end, likewise; a checkpoint
+//! write torn by a kill leaves the previous checkpoint in force.
 
 mod common;
 
@@ -46,6 +49,48 @@ fn child_trains_until_killed() {
     if let Ok(base) = std::env::var(CHILD_ENV) {
         train_in(Path::new(&base), true);
     }
+}
+
+const INT_CHILD_ENV: &str = "CERTGRAD_TRAIN_SIGINT_CHILD";
+/// The SIGINT child waits at update 8 (past the checkpoint at 5) for the signal.
+const INTERRUPT_AT: u64 = 8;
+
+/// Child mode only: train with the CLI's SIGINT handler installed; at update
+/// 8 mark the spot and wait for SIGINT, which must end the run with a
+/// checkpoint and `TrainError::Interrupted`.
+#[test]
+fn child_trains_until_interrupted() {
+    let Ok(base) = std::env::var(INT_CHILD_ENV) else {
+        return;
+    };
+    let base = Path::new(&base);
+    assert!(train::interrupt::install_sigint_handler());
+    let mut s = Session::new(tiny_config(&base.join("data"))).unwrap();
+    let marker = base.join("waiting");
+    let mut hook = |r: &StepRecord| {
+        if r.step == INTERRUPT_AT {
+            std::fs::write(&marker, b"").unwrap();
+            let t0 = Instant::now();
+            while !train::interrupt::requested() {
+                assert!(t0.elapsed() < Duration::from_secs(120), "no SIGINT came");
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
+    };
+    let e = run(
+        &mut s,
+        &base.join("run"),
+        None,
+        RunOptions {
+            progress: false,
+            after_step: Some(&mut hook),
+            after_epoch: None,
+        },
+    )
+    .expect_err("an interrupted run ends in an error");
+    assert!(matches!(e, train::TrainError::Interrupted(_)), "{e:?}");
+    assert!(e.message().contains("checkpoint of update 8"), "{e}");
+    std::fs::write(base.join("stopped"), e.message()).unwrap();
 }
 
 /// Metrics with the wall-clock field zeroed (the only non-deterministic one).
@@ -141,6 +186,117 @@ fn sigkill_mid_epoch_then_resume_reproduces_the_uninterrupted_run() {
         panic!("the log starts with a step")
     };
     assert_ne!(r.loss, first.loss);
+}
+
+#[cfg(unix)]
+#[test]
+fn sigint_mid_epoch_checkpoints_that_update_and_resume_reproduces_the_run() {
+    let reference = temp_dir("int-ref");
+    write_quadrant_idx(&reference.join("data").tap_mkdir(), 48, 16);
+    train_in(&reference, false);
+
+    let base = temp_dir("int-child");
+    write_quadrant_idx(&base.join("data").tap_mkdir(), 48, 16);
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "child_trains_until_interrupted",
+            "--exact",
+            "--test-threads=1",
+        ])
+        .env(INT_CHILD_ENV, &base)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    while !base.join("waiting").exists() {
+        if let Some(st) = child.try_wait().unwrap() {
+            panic!("the child exited ({st}) before update {INTERRUPT_AT}");
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(120),
+            "the child never got there"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let sent = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    let st = child.wait().unwrap();
+    assert!(st.success(), "the child did not stop cleanly: {st}");
+    let said = std::fs::read_to_string(base.join("stopped")).unwrap();
+    assert!(said.contains("--resume"), "{said}");
+
+    let run_dir = base.join("run");
+    let ck = Checkpoint::read(&train::checkpoint_path(&run_dir)).unwrap();
+    // Update 8, not the periodic checkpoint at 5: nothing was lost.
+    assert_eq!(ck.meta_u64("step").unwrap(), INTERRUPT_AT);
+    assert_eq!(ck.meta_u64("batch_in_epoch").unwrap(), INTERRUPT_AT);
+    let (mut s, len) = train::resume(&run_dir).unwrap();
+    assert_eq!(s.state.step, INTERRUPT_AT);
+    run(
+        &mut s,
+        &run_dir,
+        Some(len),
+        RunOptions {
+            progress: false,
+            after_step: None,
+            after_epoch: None,
+        },
+    )
+    .unwrap();
+    assert_eq!(metrics(&run_dir), metrics(&reference.join("run")));
+}
+
+#[test]
+fn a_checkpoint_write_torn_by_a_kill_leaves_the_previous_one_in_force() {
+    // A SIGKILL inside `write_atomic` stops before the rename: what is left
+    // is the old checkpoint and a partial `.checkpoint.safetensors.tmp`.
+    let base = temp_dir("torn");
+    write_quadrant_idx(&base.join("data").tap_mkdir(), 48, 16);
+    let run_dir = base.join("run");
+    let mut s = Session::new(tiny_config(&base.join("data"))).unwrap();
+    // Unwinds out of `run` after update 6 (resume_unwind: no panic message).
+    let mut stop_at_6 = |r: &StepRecord| {
+        if r.step == 6 {
+            std::panic::resume_unwind(Box::new("stop"));
+        }
+    };
+    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        run(
+            &mut s,
+            &run_dir,
+            None,
+            RunOptions {
+                progress: false,
+                after_step: Some(&mut stop_at_6),
+                after_epoch: None,
+            },
+        )
+    }));
+    let ck_path = train::checkpoint_path(&run_dir);
+    let intact = std::fs::read(&ck_path).unwrap();
+    let tmp = run_dir.join(".checkpoint.safetensors.tmp");
+    std::fs::write(&tmp, &intact[..intact.len() / 3]).unwrap();
+    let (mut s, len) = train::resume(&run_dir).expect("the intact checkpoint resumes");
+    assert_eq!(s.state.step, 5);
+    run(
+        &mut s,
+        &run_dir,
+        Some(len),
+        RunOptions {
+            progress: false,
+            after_step: None,
+            after_epoch: None,
+        },
+    )
+    .unwrap();
+    assert!(!tmp.exists(), "the next write replaced the torn temp file");
+    let reference = temp_dir("torn-ref");
+    write_quadrant_idx(&reference.join("data").tap_mkdir(), 48, 16);
+    train_in(&reference, false);
+    assert_eq!(metrics(&run_dir), metrics(&reference.join("run")));
 }
 
 trait TapMkdir {

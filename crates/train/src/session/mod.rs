@@ -92,6 +92,33 @@ impl TrainConfig {
     }
 }
 
+impl TrainConfig {
+    /// The numbers a run cannot start with: no epoch, a learning rate that is
+    /// not a positive finite number, a warmup that is negative or not finite
+    /// (`nan` would otherwise train with a NaN schedule), an empty split.
+    pub fn check_numbers(&self) -> Result<(), TrainError> {
+        if self.epochs == 0 {
+            return terr("--epochs must be at least 1");
+        }
+        if !(self.lr.is_finite() && self.lr > 0.0) {
+            return terr(format!(
+                "--lr {}: expected a positive finite number",
+                self.lr
+            ));
+        }
+        if !(self.warmup_epochs.is_finite() && self.warmup_epochs >= 0.0) {
+            return terr(format!(
+                "--warmup-epochs {}: expected a finite number of epochs, at least 0",
+                self.warmup_epochs
+            ));
+        }
+        if self.limit_train == Some(0) || self.limit_test == Some(0) {
+            return terr("--limit-train / --limit-test must keep at least 1 example");
+        }
+        Ok(())
+    }
+}
+
 fn terr<T>(m: impl Into<String>) -> Result<T, TrainError> {
     Err(TrainError::Run(m.into()))
 }
@@ -204,6 +231,7 @@ impl Session {
         if cfg.batch == 0 {
             return terr("--batch must be at least 1");
         }
+        cfg.check_numbers()?;
         let r = cfg.replicas;
         if r == 0 {
             return terr("--replicas must be at least 1");

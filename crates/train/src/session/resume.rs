@@ -116,6 +116,16 @@ impl Session {
                     dims(&s.ty)
                 )));
             }
+            // Training never writes a non-finite value (a non-finite loss
+            // stops the step before the state changes): one here is damage,
+            // not a learning rate to lower.
+            if let Some(i) = data.iter().position(|x| !x.is_finite()) {
+                return Err(wrong(format!(
+                    "tensor `{}` holds {} at element {i}: the checkpoint is damaged \
+                     (training never stores non-finite values); restore a copy or start afresh",
+                    s.name, data[i]
+                )));
+            }
             dest.push(data.clone());
             used += 1;
         }
@@ -157,6 +167,14 @@ pub fn resume(run_dir: &Path) -> Result<(Session, u64), TrainError> {
 /// [`resume`] on the engine `engine`.
 pub fn resume_with(run_dir: &Path, engine: EngineOptions) -> Result<(Session, u64), TrainError> {
     let p = checkpoint_path(run_dir);
+    if !p.exists() {
+        return Err(TrainError::Checkpoint(format!(
+            "{}: no checkpoint to resume ({} does not exist); run without --resume to \
+             start afresh",
+            run_dir.display(),
+            p.display()
+        )));
+    }
     let ck = Checkpoint::read(&p)?;
     let what = p.display().to_string();
     let s = Session::from_checkpoint_with(&ck, &what, engine)?;

@@ -1,6 +1,7 @@
 //! The epoch loop of a run: updates with a progress bar per epoch, a line of
 //! the metrics log per update and per epoch, checkpoints every K updates and
-//! at each epoch end, and the summary of the finished run.
+//! at each epoch end, a checkpoint and a stop when interrupted
+//! (`crate::interrupt`), and the summary of the finished run.
 
 use super::metrics::{
     log_line, open_metrics, read_epochs, EpochRecord, MetricsLine, StepRecord, METRICS_FILE,
@@ -42,6 +43,27 @@ fn save(session: &Session, log: &mut File, run_dir: &Path) -> Result<(), TrainEr
         .to_checkpoint(len)?
         .write_atomic(&checkpoint_path(run_dir))?;
     Ok(())
+}
+
+/// The stop on an interrupt: a checkpoint of the state after the last
+/// complete update, then the error saying where it is.
+fn interrupted(session: &Session, log: &mut File, run_dir: &Path) -> TrainError {
+    if let Err(e) = save(session, log, run_dir) {
+        return TrainError::Interrupted(format!(
+            "interrupted at update {}, but the checkpoint could not be written: {e}",
+            session.state.step
+        ));
+    }
+    TrainError::Interrupted(format!(
+        "interrupted: checkpoint of update {} (epoch {}, batch {} of {}) written to {}; \
+         continue with --resume --out {}",
+        session.state.step,
+        session.state.epoch + 1,
+        session.state.batch_in_epoch,
+        session.steps_per_epoch(),
+        checkpoint_path(run_dir).display(),
+        run_dir.display()
+    ))
 }
 
 /// Trains `session` to the end of its configured epochs in `run_dir`,
@@ -105,6 +127,9 @@ pub fn run(
             if let Some(f) = opts.after_step.as_mut() {
                 f(&rec);
             }
+            if crate::interrupt::requested() {
+                return Err(interrupted(session, &mut log, run_dir));
+            }
         }
         bar.finish_and_clear();
         let rec = session.finish_epoch(e0.elapsed().as_secs_f64())?;
@@ -125,6 +150,9 @@ pub fn run(
         }
         if let Some(f) = opts.after_epoch.as_mut() {
             f(&rec);
+        }
+        if crate::interrupt::requested() && session.state.epoch < session.cfg.epochs {
+            return Err(interrupted(session, &mut log, run_dir));
         }
     }
     let seconds = t0.elapsed().as_secs_f64();
