@@ -102,6 +102,8 @@ impl NpyArray<'_> {
         self.descr.starts_with('[')
     }
 
+    /// The element count; [`parse`] has checked that it (and its bytes at
+    /// 8 per element) fits in `usize`.
     pub fn num_elements(&self) -> usize {
         self.shape.iter().map(|&d| d as usize).product()
     }
@@ -147,9 +149,32 @@ pub fn parse(bytes: &[u8]) -> Result<NpyArray<'_>, String> {
         .map(|s| s.parse::<i64>())
         .collect::<Result<Vec<_>, _>>()
         .map_err(|_| format!("shape ({shape_text})"))?;
+    if let Some(d) = shape.iter().find(|&&d| d < 0) {
+        return Err(format!("shape ({shape_text}) has a negative dimension {d}"));
+    }
+    // Every later byte count is elements × at most 8: checked once here.
+    let fits = shape
+        .iter()
+        .try_fold(8usize, |n, &d| n.checked_mul(d as usize))
+        .is_some();
+    if !fits {
+        return Err(format!(
+            "shape ({shape_text}) has more elements than this machine can address"
+        ));
+    }
+    let fortran_order = if fortran.starts_with("True") {
+        true
+    } else if fortran.starts_with("False") {
+        false
+    } else {
+        return Err(format!(
+            "'fortran_order' is {}, expected True or False",
+            fortran.split([',', '}']).next().unwrap_or("").trim()
+        ));
+    };
     Ok(NpyArray {
         descr: descr.to_string(),
-        fortran_order: fortran.starts_with("True"),
+        fortran_order,
         shape,
         data: &bytes[start + header_len..],
     })
