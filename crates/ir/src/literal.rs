@@ -267,12 +267,24 @@ pub(crate) fn parse_int(text: &str, elem: ElemType) -> Option<i64> {
 /// what was expected.
 pub(crate) fn hex_blob_data(text: &str, ty: &TensorType) -> Result<DenseData, &'static str> {
     let hex = text.strip_prefix("0x").ok_or("a hex string starting 0x")?;
-    if hex.len() & 1 == 1 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+    if hex.len() & 1 == 1 {
         return Err("an even number of hex digits");
     }
-    let bytes: Vec<u8> = (0..hex.len() / 2)
-        .map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).unwrap_or(0))
-        .collect();
+    // One pass over digit pairs (blobs of real weights run to many megabytes).
+    fn nibble(b: u8) -> Option<u8> {
+        match b {
+            b'0'..=b'9' => Some(b - b'0'),
+            b'a'..=b'f' => Some(b - b'a' + 10),
+            b'A'..=b'F' => Some(b - b'A' + 10),
+            _ => None,
+        }
+    }
+    let bytes: Vec<u8> = hex
+        .as_bytes()
+        .chunks_exact(2)
+        .map(|p| Some(nibble(p[0])? << 4 | nibble(p[1])?))
+        .collect::<Option<_>>()
+        .ok_or("an even number of hex digits")?;
     let width = (ty.elem.bit_width() as usize).div_ceil(8);
     let count: Option<usize> = ty
         .shape

@@ -1,7 +1,9 @@
 //! Mutation fuzzing of the parser: sample and printed texts, randomly mutated
 //! (byte and token deletions, duplications, swaps, insertions, truncations), must
-//! never make `parse_module` panic. Bounded by time and case count; the number of
-//! cases run is printed.
+//! never make `parse_module` panic — nor, for what still parses, `verify_module`
+//! (type inference over hostile sizes) or the memory-limit walk. Bounded by
+//! time and case count (`CERTGRAD_FUZZ_SECS` raises the 6 s budget and lifts
+//! the case cap, for long local runs); the number of cases run is printed.
 
 use ir::parse::parse_module;
 use ir::print::print_module;
@@ -68,6 +70,11 @@ const TOKENS: &[&str] = &[
     "99999999999999999999",
     "-",
     "1.5e+400",
+    "3037000499x3037000499x",
+    "4000000000000",
+    "9223372036854775807",
+    "-9223372036854775808",
+    "4611686018427387904x",
     "nan",
     "true",
     "//",
@@ -151,11 +158,14 @@ fn mutated_inputs_never_panic() {
     }
     assert!(corpus.len() >= 8, "samples missing");
 
-    let budget = Duration::from_secs(6);
-    let max_cases = 60_000;
+    let long: Option<u64> = std::env::var("CERTGRAD_FUZZ_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok());
+    let budget = Duration::from_secs(long.unwrap_or(6));
+    let max_cases = if long.is_some() { usize::MAX } else { 60_000 };
     let start = Instant::now();
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
-    let (mut cases, mut accepted) = (0usize, 0usize);
+    let (mut cases, mut accepted, mut verified) = (0usize, 0usize, 0usize);
     let quiet = std::panic::take_hook();
     std::panic::set_hook(Box::new(|_| {}));
     let mut failure = None;
@@ -164,7 +174,21 @@ fn mutated_inputs_never_panic() {
         let input = mutate(&mut rng, base);
         cases += 1;
         match catch_unwind(AssertUnwindSafe(|| parse_module(&input, "fuzz.mlir"))) {
-            Ok(Ok(_)) => accepted += 1,
+            Ok(Ok(m)) => {
+                accepted += 1;
+                let checked = catch_unwind(AssertUnwindSafe(|| {
+                    let ok = ir::verify::verify_module(&m).is_ok();
+                    let _ = ir::limits::check_module(&m, Some(16));
+                    ok
+                }));
+                match checked {
+                    Ok(ok) => verified += usize::from(ok),
+                    Err(_) => {
+                        failure = Some(format!("verify/limits panicked on:\n{input}"));
+                        break;
+                    }
+                }
+            }
             Ok(Err(e)) => {
                 // Errors must point inside the text (or just past its end).
                 let lines = input.split('\n').count() as u32;
@@ -183,6 +207,10 @@ fn mutated_inputs_never_panic() {
     if let Some(f) = failure {
         panic!("after {cases} cases: {f}");
     }
-    println!("parse_fuzz: {cases} mutated inputs, {accepted} still parsed, no panic");
+    println!(
+        "parse_fuzz: {cases} mutated inputs in {:.1} s, {accepted} still parsed, \
+         {verified} verified, no panic",
+        start.elapsed().as_secs_f64()
+    );
     assert!(cases >= 1000, "only {cases} cases ran");
 }

@@ -36,7 +36,7 @@ impl Parser<'_> {
             }
         } else if self.at_byte(b'"') {
             let start = self.pos;
-            self.string_lit()?;
+            self.skip_string_lit()?;
             DenseLit {
                 shape: None,
                 elems: Vec::new(),
@@ -92,6 +92,9 @@ impl Parser<'_> {
         let mut elems = Vec::new();
         let mut inner: Option<Vec<usize>> = None;
         let mut count = 0usize;
+        if let Some(lit) = self.scalar_list(pos) {
+            return Ok(lit);
+        }
         if !self.eat("]") {
             loop {
                 let child_shape = if self.at("[") {
@@ -128,6 +131,58 @@ impl Parser<'_> {
             hex_blob: None,
             pos,
         })
+    }
+
+    /// `a, b, c]` after the `[` of a list of scalars, scanned byte by byte
+    /// (a 50 MB one-line weight constant is millions of elements). Only the
+    /// plain form — tokens, ASCII whitespace, commas, the closing `]` — is
+    /// taken here; anything else (a comment, a nested list, a missing
+    /// element) returns `None` with the position unchanged, and the general
+    /// loop of `list_lit` parses it and words any error exactly as before.
+    fn scalar_list(&mut self, pos: usize) -> Option<DenseLit> {
+        let bytes = self.src.as_bytes();
+        let end = self.end.min(bytes.len());
+        let is_tok = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'+' | b'-');
+        let skip_ws = |mut i: usize| {
+            while i < end && bytes[i].is_ascii_whitespace() {
+                i += 1;
+            }
+            i
+        };
+        // Sized once from the commas before the first `]` (a vectorised
+        // count), instead of doubling through a multi-megabyte list.
+        let here = bytes.get(self.pos..end).unwrap_or(&[]);
+        let span = here.iter().position(|&b| b == b']').unwrap_or(here.len());
+        let commas = here[..span].iter().filter(|&&b| b == b',').count();
+        let mut elems = Vec::with_capacity(commas + 1);
+        let mut i = skip_ws(self.pos);
+        loop {
+            let start = i;
+            while i < end && is_tok(bytes[i]) {
+                i += 1;
+            }
+            if i == start {
+                return None;
+            }
+            elems.push(Span { start, end: i });
+            i = skip_ws(i);
+            if i >= end {
+                return None;
+            }
+            match bytes[i] {
+                b',' => i = skip_ws(i + 1),
+                b']' => {
+                    self.pos = i + 1;
+                    return Some(DenseLit {
+                        shape: Some(vec![elems.len()]),
+                        elems,
+                        hex_blob: None,
+                        pos,
+                    });
+                }
+                _ => return None,
+            }
+        }
     }
 
     /// Convert a literal to data of `ty`: shape checked, floats rounded to the

@@ -246,6 +246,16 @@ impl<'a> Parser<'a> {
         }
         let start = self.pos;
         self.pos += 1;
+        // Fast path: no escape before the closing quote (a dense<"0x…"> blob
+        // of many megabytes is one such string) is a single scan and copy.
+        let tail = self.src.as_bytes().get(self.pos..self.end).unwrap_or(&[]);
+        if let Some(q) = tail.iter().position(|&b| b == b'"' || b == b'\\') {
+            if tail[q] == b'"' {
+                let text = self.src.get(self.pos..self.pos + q).unwrap_or("");
+                self.pos += q + 1;
+                return Ok(text.to_string());
+            }
+        }
         let mut bytes = Vec::new();
         loop {
             match self.peek() {
@@ -286,6 +296,23 @@ impl<'a> Parser<'a> {
             }
         }
         Ok(String::from_utf8_lossy(&bytes).into_owned())
+    }
+
+    /// A string literal skipped without building its value: one scan when
+    /// it has no escape (a multi-megabyte `dense<"0x…">` blob), else
+    /// [`Self::string_lit`]'s checks.
+    pub(super) fn skip_string_lit(&mut self) -> PResult<()> {
+        self.ws();
+        let tail = self.src.as_bytes().get(self.pos..self.end).unwrap_or(&[]);
+        if tail.first() == Some(&b'"') {
+            if let Some(q) = tail[1..].iter().position(|&b| b == b'"' || b == b'\\') {
+                if tail[1 + q] == b'"' {
+                    self.pos += q + 2;
+                    return Ok(());
+                }
+            }
+        }
+        self.string_lit().map(drop)
     }
 
     /// `@name` or `@"quoted name"`.
