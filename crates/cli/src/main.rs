@@ -10,6 +10,7 @@ mod nets;
 mod render;
 mod run_engine;
 mod train;
+mod validate;
 
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
@@ -29,6 +30,11 @@ reference semantics generic over the scalar type, and runs it on a fast f32 CPU 
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// The most bytes one tensor may take (e.g. 8G, 512M; powers of 1024);
+    /// larger ones are refused before allocating, naming the op. Default:
+    /// $CERTGRAD_MAX_BYTES, else 16G.
+    #[arg(long, global = true, value_name = "BYTES")]
+    max_memory: Option<String>,
 }
 
 #[derive(Subcommand)]
@@ -207,7 +213,22 @@ struct RunArgs {
 struct Exit(u8);
 
 fn main() -> ExitCode {
+    validate::quiet_broken_pipe();
     let cli = Cli::parse();
+    let checked =
+        validate::memory_limit(cli.max_memory.as_deref()).and_then(|()| match &cli.command {
+            Command::Certify {
+                probes,
+                points,
+                shape,
+                ..
+            } => validate::certify(*probes, *points, shape.as_deref()),
+            _ => Ok(()),
+        });
+    if let Err(e) = checked {
+        eprintln!("error: {e:#}");
+        return ExitCode::from(2);
+    }
     let result = match cli.command {
         Command::Demo => demo::demo(),
         Command::Nets { file } => nets::nets(file.as_deref()),
@@ -299,26 +320,40 @@ fn main() -> ExitCode {
             probes,
             boundary_points,
             json,
-        } => check_vjp::check_vjp(&check_vjp::CheckVjpArgs {
-            fwd: &fwd,
-            bwd: &bwd,
-            fwd_func: fwd_func.as_deref(),
-            bwd_func: bwd_func.as_deref(),
-            at: &at,
-            seed,
-            probes,
-            boundary_points,
-            json: json.as_deref(),
+        } => validate::check_vjp(probes).and_then(|()| {
+            check_vjp::check_vjp(&check_vjp::CheckVjpArgs {
+                fwd: &fwd,
+                bwd: &bwd,
+                fwd_func: fwd_func.as_deref(),
+                bwd_func: bwd_func.as_deref(),
+                at: &at,
+                seed,
+                probes,
+                boundary_points,
+                json: json.as_deref(),
+            })
         }),
-        Command::Train(a) => train::train(&a),
+        Command::Train(a) => validate::train(&a).and_then(|()| train::train(&a)),
         Command::Bench(a) => bench::bench(&a),
         Command::Eval(a) => train::eval(&a),
-        Command::Run(a) => a.engine.options().and_then(|e| run(&a, &e)),
+        Command::Run(a) => validate::run(a.repeat)
+            .and_then(|()| a.engine.options())
+            .and_then(|e| run(&a, &e)),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => match e.downcast_ref::<Exit>() {
             Some(Exit(code)) => ExitCode::from(*code),
+            // Stopped by Ctrl-C after writing a checkpoint: 130, as a shell
+            // reports a SIGINT death, with the message saying how to resume.
+            None if matches!(
+                e.downcast_ref::<::train::TrainError>(),
+                Some(::train::TrainError::Interrupted(_))
+            ) =>
+            {
+                eprintln!("{e:#}");
+                ExitCode::from(130)
+            }
             None => {
                 eprintln!("error: {e:#}");
                 ExitCode::from(2)
@@ -411,14 +446,7 @@ fn run(a: &RunArgs, engine: &engines::select::EngineOptions) -> Result<()> {
         })?,
     };
     if inputs.len() != f.params.len() {
-        bail!(
-            "@{} takes {} argument{} {}, but {} --inputs were given",
-            f.name,
-            f.params.len(),
-            if f.params.len() == 1 { "" } else { "s" },
-            signature(f),
-            inputs.len()
-        );
+        bail!("{}", validate::arity_message(file, f, inputs.len()));
     }
     let mut values = Vec::with_capacity(inputs.len());
     for (i, (path, p)) in inputs.iter().zip(&f.params).enumerate() {

@@ -296,6 +296,9 @@ pub fn train(a: &TrainArgs) -> Result<()> {
         };
         return measure_steps(&mut s, n, shadow.as_mut());
     }
+    // Ctrl-C from here on stops at the next update with a checkpoint (before
+    // here nothing is trained, and the default action loses nothing).
+    train::interrupt::install_sigint_handler();
     let summary = train::run(
         &mut s,
         &out,

@@ -138,19 +138,21 @@ pub struct SizeError {
 impl SizeError {
     /// What is wrong, without the place: the type, its size and the limit.
     pub fn what(&self) -> String {
-        let why = if self.bytes > usize::MAX as u128 {
-            "cannot be addressed on this machine"
-        } else {
-            "is over the memory limit"
-        };
-        format!(
-            "{} needs {} ({} elements), which {why} of {} per tensor \
-             (raise it with --max-memory or {ENV_VAR})",
+        let head = format!(
+            "{} needs {} ({} elements)",
             self.ty,
             human_bytes(self.bytes),
-            self.elements,
-            human_bytes(u128::from(self.limit)),
-        )
+            self.elements
+        );
+        if self.bytes > usize::MAX as u128 {
+            format!("{head}, more than this machine can address")
+        } else {
+            format!(
+                "{head}, over the memory limit of {} per tensor \
+                 (raise it with --max-memory or {ENV_VAR})",
+                human_bytes(u128::from(self.limit))
+            )
+        }
     }
 }
 
