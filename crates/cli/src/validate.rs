@@ -1,10 +1,11 @@
 //! Flag checks that run before any command does work: numbers that would
-//! make a command fail obscurely later (`--steps 0` indexing an empty list,
-//! `--certify-batch 0` certifying a NaN loss, `--probes 0` silently taken as
-//! 1) are refused here, naming the flag and what it takes. Also the process
-//! set-up every command shares: the memory limit (`--max-memory` /
-//! `CERTGRAD_MAX_BYTES`) and the default SIGPIPE action, so a closed stdout
-//! (`certgrad nets | head -1`) ends the process quietly instead of panicking.
+//! make a command fail obscurely later are refused here, naming the flag and
+//! what it takes — `--steps 0` (which indexed an empty list),
+//! `--certify-batch 0` (which certified a NaN loss), `--probes 0` (silently
+//! taken as one probe). Also the process set-up every command shares: the
+//! memory limit (`--max-memory` / `CERTGRAD_MAX_BYTES`) and the default
+//! SIGPIPE action, so a closed stdout (`certgrad nets | head -1`) ends the
+//! process quietly instead of panicking.
 
 use crate::train::TrainArgs;
 use anyhow::{bail, Result};

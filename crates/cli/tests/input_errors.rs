@@ -119,7 +119,7 @@ fn run_with_the_wrong_number_of_inputs_says_how_many_and_which() {
     // A real float32 [2] argument (numpy's version-1 layout, 64-byte header).
     let a = d.join("a.npy");
     let mut header = "{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }".to_string();
-    while (10 + header.len() + 1) % 64 != 0 {
+    while !(10 + header.len() + 1).is_multiple_of(64) {
         header.push(' ');
     }
     header.push('\n');

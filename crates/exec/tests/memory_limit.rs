@@ -39,8 +39,7 @@ fn the_evaluator_refuses_a_1e11_element_splat_before_allocating() {
         vec![],
         &EvalOptions::default(),
     )
-    .err()
-    .expect("refused");
+    .expect_err("refused");
     assert_eq!((e.op, e.line), ("stablehlo.constant", Some(2)));
     assert!(e.message.contains("400.0 GB"), "{e}");
     assert!(e.message.contains("--max-memory"), "{e}");
@@ -51,8 +50,7 @@ fn the_evaluator_refuses_a_1e11_element_splat_before_allocating() {
         vec![],
         &EvalOptions::default(),
     )
-    .err()
-    .expect("24 GB in f64");
+    .expect_err("24 GB in f64");
     assert!(e.message.contains("24.0 GB"), "{e}");
     let ok = eval_func::<f32>(&splat("3"), "main", vec![], &EvalOptions::default()).expect("runs");
     assert_eq!(ok.outputs[0].as_float().unwrap().data, vec![1.5; 3]);

@@ -172,7 +172,7 @@ impl std::error::Error for SizeError {}
 /// (regions included) against [`max_bytes`], at `bytes_per_elem` bytes per
 /// element when given (an evaluator's scalar size), else the IR element size
 /// — whichever is larger. The first value over the limit is reported.
-pub fn check_module(m: &Module, bytes_per_elem: Option<usize>) -> Result<(), SizeError> {
+pub fn check_module(m: &Module, bytes_per_elem: Option<usize>) -> Result<(), Box<SizeError>> {
     check_module_with(m, bytes_per_elem, max_bytes())
 }
 
@@ -181,12 +181,12 @@ pub fn check_module_with(
     m: &Module,
     bytes_per_elem: Option<usize>,
     limit: u64,
-) -> Result<(), SizeError> {
+) -> Result<(), Box<SizeError>> {
     let per = bytes_per_elem.map_or(0, |b| b as u64);
     let check = |func: &str, op: &'static str, loc: SrcLoc, ty: &TensorType| {
         let (elements, bytes) = tensor_bytes(ty, per.max(elem_bytes(ty)));
         if bytes > u128::from(limit) || bytes > usize::MAX as u128 {
-            return Err(SizeError {
+            return Err(Box::new(SizeError {
                 func: func.to_string(),
                 op,
                 loc: loc.0,
@@ -194,15 +194,13 @@ pub fn check_module_with(
                 elements,
                 bytes,
                 limit,
-            });
+            }));
         }
         Ok(())
     };
-    fn walk(
-        b: &Block,
-        func: &str,
-        check: &dyn Fn(&str, &'static str, SrcLoc, &TensorType) -> Result<(), SizeError>,
-    ) -> Result<(), SizeError> {
+    type Check<'c> =
+        dyn Fn(&str, &'static str, SrcLoc, &TensorType) -> Result<(), Box<SizeError>> + 'c;
+    fn walk(b: &Block, func: &str, check: &Check<'_>) -> Result<(), Box<SizeError>> {
         for op in &b.ops {
             for (_, ty) in &op.results {
                 check(func, op.kind.name(), op.loc, ty)?;

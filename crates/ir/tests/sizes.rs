@@ -24,7 +24,7 @@ fn constant(shape: &str) -> String {
 }
 
 fn refused(src: &str, limit: u64) -> SizeError {
-    check_module_with(&module(src), None, limit).expect_err("over the limit")
+    *check_module_with(&module(src), None, limit).expect_err("over the limit")
 }
 
 const GIB16: u64 = 16 << 30;

@@ -175,9 +175,7 @@ fn nan_warmup_zero_epochs_and_zero_lr_are_refused() {
 }
 
 fn data_error(dir: &std::path::Path) -> String {
-    let e = train::data::load(&dir.display().to_string())
-        .err()
-        .expect("refused");
+    let e = train::data::load(&dir.display().to_string()).expect_err("refused");
     assert!(matches!(e, TrainError::Data(_)), "{e:?}");
     e.message().to_string()
 }
