@@ -14,7 +14,7 @@ use std::time::Instant;
 
 /// The recipe flags around the `--optimizer` tail, shared by `render` and
 /// `train` (parsed once into a typed `Recipe`).
-#[derive(clap::Args, Clone, Debug, Default)]
+#[derive(clap::Args, Clone, Debug)]
 pub struct RecipeArgs {
     /// Global-norm clipping before the tail: g <- g·min(1, C/(√Σ_all g² + 1e-6)),
     /// one factor for every tensor (ViT: 1.0).
@@ -181,6 +181,23 @@ pub fn render(a: &RenderArgs) -> Result<()> {
         println!(
             "  max-pool backward: {} ({scatters} select_and_scatter)",
             a.pool_backward
+        );
+    }
+    let (shadow, accum) = (count(SlotKind::Shadow), count(SlotKind::Accum));
+    if shadow + accum > 0 {
+        println!(
+            "  recipe state: {shadow} EMA shadow, {accum} accumulator tensors; host scalars: {}",
+            [
+                (SlotKind::EmaDecay, "emad"),
+                (SlotKind::EmaOneMinus, "oemad"),
+                (SlotKind::AccApply, "aup"),
+                (SlotKind::AccKeep, "akeep"),
+            ]
+            .iter()
+            .filter(|(k, _)| count(*k) > 0)
+            .map(|(_, n)| *n)
+            .collect::<Vec<_>>()
+            .join(", ")
         );
     }
     if a.replicas > 1 {

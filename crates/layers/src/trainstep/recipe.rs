@@ -163,9 +163,11 @@ impl Recipe {
                 match part.trim() {
                     "norm" => wd_exclude.norm = true,
                     "bias" => wd_exclude.bias = true,
-                    other => return Err(err(format!(
+                    other => {
+                        return Err(err(format!(
                         "--wd-exclude: unknown group {other:?} (expected norm, bias or norm,bias)"
-                    ))),
+                    )))
+                    }
                 }
             }
         }
