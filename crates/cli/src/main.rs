@@ -94,7 +94,7 @@ enum Command {
         #[arg(long, default_value = "adamw")]
         optimizer: String,
         #[command(flatten)]
-        recipe: render::RecipeArgs,
+        recipe: Box<render::RecipeArgs>,
         /// Batch size baked into the signature (per replica).
         #[arg(long, default_value_t = 128)]
         batch: i64,

@@ -58,7 +58,7 @@ pub struct TrainArgs {
     #[arg(long, default_value = "nesterov")]
     pub optimizer: String,
     #[command(flatten)]
-    pub recipe: crate::render::RecipeArgs,
+    pub recipe: Box<crate::render::RecipeArgs>,
     #[arg(long, default_value_t = 5)]
     pub epochs: u64,
     #[arg(long, default_value_t = 128)]

@@ -544,8 +544,8 @@ fn tail(
                 }
             } else {
                 if let Some(w) = wdc {
-                    for i in 0..len {
-                        r[i] += w * s.theta[i];
+                    for (ri, th) in r.iter_mut().zip(&s.theta) {
+                        *ri += w * th;
                     }
                 }
                 let norm = |x: &[f64]| x.iter().map(|a| a * a).sum::<f64>().sqrt();
