@@ -15,9 +15,11 @@ use den::{eval_func, Dual, EvalOptions, Tensor, Value};
 use ir::rng::{Rng, CERT_SALT};
 use ir::{ElemType, Module};
 use layers::net::NetSpec;
+mod recipe;
+
 use layers::trainstep::{
-    step_signature, Optimizer, SlotKind, StepSignature, ADAMW_WEIGHT_DECAY, ADAM_BETA1, ADAM_BETA2,
-    ADAM_EPS, HEAVY_BALL_MU, HEAVY_BALL_WEIGHT_DECAY, NESTEROV_MU,
+    step_signature, Optimizer, SlotKind, StepOptions, StepSignature, ADAMW_WEIGHT_DECAY,
+    ADAM_BETA1, ADAM_BETA2, ADAM_EPS, HEAVY_BALL_MU, HEAVY_BALL_WEIGHT_DECAY, NESTEROV_MU,
 };
 use layers::{tie_funcs, Init};
 use std::time::Instant;
@@ -37,6 +39,11 @@ pub struct StepTieOptions {
     /// The learning rate and step count (for bc1, bc2) at the point.
     pub lr: f64,
     pub t: u32,
+    /// The step-1 point of a fresh run (recipe ties only): zero-initialised
+    /// parameters exactly 0, m = v = 0 (RMSProp's v = 1, its TF init), and
+    /// the caller's `t` should be 1. This is where LAMB's trust ratio meets
+    /// ‖θ‖ = 0.
+    pub fresh: bool,
 }
 
 impl Default for StepTieOptions {
@@ -48,6 +55,7 @@ impl Default for StepTieOptions {
             tail_tolerance: 1e-10,
             lr: 0.5,
             t: 3,
+            fresh: false,
         }
     }
 }
@@ -87,15 +95,15 @@ impl StepTieReport {
 }
 
 /// `gap ≤ tol`, false for NaN (a NaN gap is never within tolerance).
-fn within(gap: f64, tol: f64) -> bool {
+pub(crate) fn within(gap: f64, tol: f64) -> bool {
     gap <= tol
 }
 
-fn f32c(x: f64) -> f64 {
+pub(crate) fn f32c(x: f64) -> f64 {
     x as f32 as f64
 }
 
-fn shape(ty: &ir::TensorType) -> Vec<usize> {
+pub(crate) fn shape(ty: &ir::TensorType) -> Vec<usize> {
     ty.shape.iter().map(|&d| d as usize).collect()
 }
 
@@ -204,6 +212,7 @@ fn replay(
             let vn = f32c(HEAVY_BALL_MU) * v + g_l2;
             (th - lr * vn, m, vn)
         }
+        Optimizer::RmsProp | Optimizer::Lamb => unreachable!("recipe::run certifies these tails"),
     }
 }
 
@@ -226,6 +235,85 @@ fn recover(
         Optimizer::HeavyBall => {
             v_new - f32c(HEAVY_BALL_MU) * v - f32c(HEAVY_BALL_WEIGHT_DECAY) * th
         }
+        Optimizer::RmsProp | Optimizer::Lamb => unreachable!("recipe::run certifies these tails"),
+    }
+}
+
+/// The oracle of a train-step tie: the standalone loss forward of a chain
+/// (built with `layers::tie_funcs`, never the step), at the step's point,
+/// evaluated over dual numbers.
+pub(crate) struct LossOracle {
+    module: Module,
+    point: Vec<Tensor<f64>>,
+}
+
+impl LossOracle {
+    /// The oracle at the step's `point` (images, the `n_params` θ slots, the
+    /// one-hot target).
+    pub(crate) fn new(
+        chain: &layers::Chain,
+        net: &NetSpec,
+        batch: i64,
+        point: &[Tensor<f64>],
+        sig: &StepSignature,
+        n_params: usize,
+    ) -> Result<LossOracle, String> {
+        let x4_ty = net.input_type(batch);
+        let funcs = tie_funcs(chain, &x4_ty).map_err(|e| e.to_string())?;
+        if funcs.params.len() != n_params + 1 {
+            return Err("the loss forward's parameters are not θ and the target".into());
+        }
+        let x4 = Tensor::new(shape(&x4_ty), point[0].data.clone());
+        let mut oracle_point = vec![x4];
+        oracle_point.extend(
+            sig.input_positions(SlotKind::Param)
+                .iter()
+                .map(|&i| point[i].clone()),
+        );
+        oracle_point.push(point[sig.input_positions(SlotKind::OneHot)[0]].clone());
+        Ok(LossOracle {
+            module: funcs.module(),
+            point: oracle_point,
+        })
+    }
+
+    /// `(L, ∂L along v on parameter block b, margins)`; no tangent for None.
+    pub(crate) fn jvp(
+        &self,
+        block: Option<(usize, &Tensor<f64>)>,
+        record: bool,
+    ) -> Result<(f64, f64, Vec<den::Margin>), String> {
+        let inputs: Vec<Value<Dual<f64>>> = self
+            .point
+            .iter()
+            .enumerate()
+            .map(|(k, t)| {
+                let tangent = |i: usize| match block {
+                    Some((b, v)) if b + 1 == k => v.data[i],
+                    _ => 0.0,
+                };
+                Value::Float(
+                    Tensor::new(
+                        t.shape.clone(),
+                        t.data
+                            .iter()
+                            .enumerate()
+                            .map(|(i, &x)| Dual::new(x, tangent(i)))
+                            .collect(),
+                    ),
+                    ElemType::F32,
+                )
+            })
+            .collect();
+        let o = EvalOptions {
+            fast: false,
+            record_margins: record,
+            replicas: 1,
+        };
+        let ev = eval_func::<Dual<f64>>(&self.module, "forward", inputs, &o)
+            .map_err(|e| format!("oracle forward: {e}"))?;
+        let y = ev.outputs[0].as_float().ok_or("oracle output")?.data[0].clone();
+        Ok((y.value, y.tangent, ev.margins))
     }
 }
 
@@ -250,8 +338,47 @@ pub fn certify_train_step(
         verdict: Verdict::Certified,
         seconds: 0.0,
     };
-    let verdict = run(net, batch, opt, step, opts, &mut report);
+    let verdict = if Optimizer::ALL.contains(&opt) {
+        run(net, batch, opt, step, opts, &mut report)
+    } else {
+        recipe::run(net, batch, &StepOptions::new(opt), step, opts, &mut report)
+    };
     report.verdict = match verdict {
+        Ok(v) => v,
+        Err(reason) => Verdict::Undecided { reason },
+    };
+    report.seconds = t0.elapsed().as_secs_f64();
+    report
+}
+
+/// Certify the rendered train step `step` of `net` for the recipe `so`
+/// (single-device: `so.replicas` must be 1; bf16 is the identity in f64) at
+/// one random point, or at the two points of an accumulation cycle (its
+/// first and its last micro-batch). A plain step of the original four tails
+/// takes `certify_train_step`'s path; every other recipe `recipe::run`'s.
+pub fn certify_recipe_step(
+    net: &NetSpec,
+    batch: i64,
+    so: &StepOptions,
+    step: &Module,
+    opts: &StepTieOptions,
+) -> StepTieReport {
+    if so.recipe.is_plain() && Optimizer::ALL.contains(&so.optimizer) {
+        return certify_train_step(net, batch, so.optimizer, step, opts);
+    }
+    let t0 = Instant::now();
+    let mut report = StepTieReport {
+        func: String::new(),
+        optimizer: so.optimizer,
+        batch,
+        blocks: Vec::new(),
+        tail_gap: 0.0,
+        loss_gap: 0.0,
+        min_margin: None,
+        verdict: Verdict::Certified,
+        seconds: 0.0,
+    };
+    report.verdict = match recipe::run(net, batch, so, step, opts, &mut report) {
         Ok(v) => v,
         Err(reason) => Verdict::Undecided { reason },
     };
@@ -361,50 +488,8 @@ fn run(
 
     // 2. The oracle: the standalone loss forward, over dual numbers.
     let chain = net.chain_with_loss().map_err(|e| e.to_string())?;
-    let x4_ty = net.input_type(batch);
-    let funcs = tie_funcs(&chain, &x4_ty).map_err(|e| e.to_string())?;
-    if funcs.params.len() != names.len() + 1 {
-        return Err("the loss forward's parameters are not θ and the target".into());
-    }
-    let oracle_module = funcs.module();
-    let x4 = Tensor::new(shape(&x4_ty), point[0].data.clone());
-    let mut oracle_point = vec![x4];
-    oracle_point.extend(ti.iter().map(|&i| point[i].clone()));
-    oracle_point.push(point[pos_in(SlotKind::OneHot)[0]].clone());
-    let jvp = |block: Option<(usize, &Tensor<f64>)>,
-               record: bool|
-     -> Result<(f64, f64, Vec<den::Margin>), String> {
-        let inputs: Vec<Value<Dual<f64>>> = oracle_point
-            .iter()
-            .enumerate()
-            .map(|(k, t)| {
-                let tangent = |i: usize| match block {
-                    Some((b, v)) if b + 1 == k => v.data[i],
-                    _ => 0.0,
-                };
-                Value::Float(
-                    Tensor::new(
-                        t.shape.clone(),
-                        t.data
-                            .iter()
-                            .enumerate()
-                            .map(|(i, &x)| Dual::new(x, tangent(i)))
-                            .collect(),
-                    ),
-                    ElemType::F32,
-                )
-            })
-            .collect();
-        let o = EvalOptions {
-            fast: false,
-            record_margins: record,
-            replicas: 1,
-        };
-        let ev = eval_func::<Dual<f64>>(&oracle_module, "forward", inputs, &o)
-            .map_err(|e| format!("oracle forward: {e}"))?;
-        let y = ev.outputs[0].as_float().ok_or("oracle output")?.data[0].clone();
-        Ok((y.value, y.tangent, ev.margins))
-    };
+    let oracle = LossOracle::new(&chain, net, batch, &point, &sig, names.len())?;
+    let jvp = |block: Option<(usize, &Tensor<f64>)>, record: bool| oracle.jvp(block, record);
     let (loss, _, margins) = jvp(None, true)?;
     if let Some(m) = margins.iter().find(|m| m.ties > 0) {
         return Err(format!(

@@ -91,12 +91,16 @@ enum Command {
     },
     /// Render a built-in net's fused train step (forward, loss, backward,
     /// optimizer) or its eval forward as StableHLO text, derived from its NetSpec.
+    #[command(after_help = render::tails_help())]
     Render {
         /// Built-in net name (e.g. cifar8-bbn).
         net: String,
-        /// Optimizer tail: sgd, nesterov, adamw or momentum (heavy-ball, coupled L2).
+        /// Optimizer tail: sgd, nesterov, adamw, momentum (heavy-ball, coupled L2),
+        /// rmsprop (TF form) or lamb; formulas below.
         #[arg(long, default_value = "adamw")]
         optimizer: String,
+        #[command(flatten)]
+        recipe: Box<render::RecipeArgs>,
         /// Batch size baked into the signature (per replica).
         #[arg(long, default_value_t = 128)]
         batch: i64,
@@ -281,6 +285,7 @@ fn main() -> ExitCode {
         Command::Render {
             net,
             optimizer,
+            recipe,
             batch,
             bf16,
             replicas,
@@ -290,6 +295,7 @@ fn main() -> ExitCode {
         } => render::render(&render::RenderArgs {
             net: &net,
             optimizer: &optimizer,
+            recipe: &recipe,
             batch,
             bf16,
             replicas,

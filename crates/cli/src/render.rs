@@ -5,13 +5,79 @@
 
 use anyhow::{bail, Context, Result};
 use layers::ops::pool::PoolBackward;
-use layers::trainstep::{render_eval_forward, render_step, Optimizer, SlotKind, StepOptions};
+use layers::trainstep::{
+    render_eval_forward, render_step, tail_formula, Optimizer, Recipe, RecipeFlags, SlotKind,
+    StepOptions,
+};
 use std::path::Path;
 use std::time::Instant;
+
+/// The recipe flags around the `--optimizer` tail, shared by `render` and
+/// `train` (parsed once into a typed `Recipe`).
+#[derive(clap::Args, Clone, Debug)]
+pub struct RecipeArgs {
+    /// Global-norm clipping before the tail: g <- g·min(1, C/(√Σ_all g² + 1e-6)),
+    /// one factor for every tensor (ViT: 1.0).
+    #[arg(long, value_name = "C")]
+    pub clip: Option<f64>,
+    /// EMA shadow of the weights after each update, shadow' = d·shadow + (1−d)·θ',
+    /// d = min(DECAY, (1+t)/(10+t)); eval scores the shadow (default DECAY 0.9999).
+    #[arg(long, value_name = "DECAY", num_args = 0..=1, default_missing_value = "0.9999")]
+    pub ema: Option<f64>,
+    /// No weight decay on these groups: norm (γ, β of batch/layer norms), bias
+    /// (every other rank-1 tensor), or norm,bias.
+    #[arg(long, value_name = "GROUPS")]
+    pub wd_exclude: Option<String>,
+    /// Gradient accumulation over K micro-batches: G' = akeep·G + g, the tail
+    /// consumes G'/K on the K-th (θ, m, v unchanged on the others).
+    #[arg(long, value_name = "K")]
+    pub accumulate: Option<u32>,
+    /// The loss: ce (softmax cross-entropy, mean over B) or bce (a sigmoid per
+    /// class, mean over B·K).
+    #[arg(long, default_value = "ce")]
+    pub loss: String,
+    /// The tail's weight decay instead of its default (adamw 1e-4, momentum
+    /// 1e-4, rmsprop 4e-5, lamb 0.02); 0 renders no decay.
+    #[arg(long, value_name = "WD")]
+    pub weight_decay: Option<f64>,
+}
+
+impl RecipeArgs {
+    /// The typed recipe for the tail `opt`; errors name their flag.
+    pub fn recipe(&self, opt: Optimizer) -> Result<Recipe> {
+        Recipe::from_flags(
+            opt,
+            &RecipeFlags {
+                weight_decay: self.weight_decay,
+                clip: self.clip,
+                wd_exclude: self.wd_exclude.as_deref(),
+                ema: self.ema,
+                accumulate: self.accumulate,
+                loss: Some(&self.loss),
+            },
+        )
+        .map_err(|e| anyhow::anyhow!("{e}"))
+    }
+}
+
+/// The tails and their update formulas, for `certgrad render --help`.
+pub fn tails_help() -> String {
+    let mut s = String::from("Optimizer tails (--optimizer; g is the batch-mean gradient):\n");
+    for o in Optimizer::EVERY {
+        s.push_str(&format!("  {:<9} {}\n", o.name(), tail_formula(o)));
+    }
+    s.push_str(
+        "Modifiers: --clip (before the tail), --wd-exclude, --accumulate, --ema (after the \
+         update), --loss bce. A recipe's render starts with a // header listing every formula \
+         and baked constant.",
+    );
+    s
+}
 
 pub struct RenderArgs<'a> {
     pub net: &'a str,
     pub optimizer: &'a str,
+    pub recipe: &'a RecipeArgs,
     pub batch: i64,
     pub bf16: bool,
     pub replicas: usize,
@@ -61,13 +127,14 @@ pub fn render(a: &RenderArgs) -> Result<()> {
     } else {
         let step = StepOptions {
             optimizer: opt,
+            recipe: a.recipe.recipe(opt)?,
             bf16: a.bf16,
             replicas: a.replicas,
         };
         render_step(&net, a.batch, &step)
     }
     .map_err(|e| anyhow::anyhow!("{e}"))?;
-    let text = ir::print::print_module(&r.module);
+    let text = r.text();
     let elapsed = t0.elapsed();
     std::fs::write(a.output, &text).with_context(|| format!("writing {}", a.output.display()))?;
     let f = r.func();
@@ -114,6 +181,23 @@ pub fn render(a: &RenderArgs) -> Result<()> {
         println!(
             "  max-pool backward: {} ({scatters} select_and_scatter)",
             a.pool_backward
+        );
+    }
+    let (shadow, accum) = (count(SlotKind::Shadow), count(SlotKind::Accum));
+    if shadow + accum > 0 {
+        println!(
+            "  recipe state: {shadow} EMA shadow, {accum} accumulator tensors; host scalars: {}",
+            [
+                (SlotKind::EmaDecay, "emad"),
+                (SlotKind::EmaOneMinus, "oemad"),
+                (SlotKind::AccApply, "aup"),
+                (SlotKind::AccKeep, "akeep"),
+            ]
+            .iter()
+            .filter(|(k, _)| count(*k) > 0)
+            .map(|(_, n)| *n)
+            .collect::<Vec<_>>()
+            .join(", ")
         );
     }
     if a.replicas > 1 {

@@ -53,14 +53,18 @@ pub struct TrainArgs {
     /// directory of IDX files or CIFAR-10 binary batches.
     #[arg(long, default_value = "builtin")]
     pub data: String,
-    /// sgd, nesterov, adamw or momentum (heavy-ball with coupled L2).
+    /// sgd, nesterov, adamw, momentum (heavy-ball with coupled L2), rmsprop
+    /// (TF form) or lamb; formulas in `certgrad render --help`.
     #[arg(long, default_value = "nesterov")]
     pub optimizer: String,
+    #[command(flatten)]
+    pub recipe: Box<crate::render::RecipeArgs>,
     #[arg(long, default_value_t = 5)]
     pub epochs: u64,
     #[arg(long, default_value_t = 128)]
     pub batch: usize,
-    /// Peak learning rate (default: sgd 0.1, nesterov 0.02, adamw 1e-3).
+    /// Peak learning rate (default: sgd 0.1, nesterov 0.02, adamw 1e-3,
+    /// momentum 0.02, rmsprop 0.045, lamb 8e-3).
     #[arg(long)]
     pub lr: Option<f64>,
     /// Linear warmup length in epochs, then cosine decay.
@@ -229,6 +233,14 @@ pub fn train(a: &TrainArgs) -> Result<()> {
             limit_train: a.limit_train,
             limit_test: a.limit_test,
             replicas: a.replicas,
+            recipe: train::RecipeConfig {
+                clip: a.recipe.clip,
+                ema: a.recipe.ema,
+                wd_exclude: a.recipe.wd_exclude.clone(),
+                accumulate: a.recipe.accumulate,
+                loss: Some(a.recipe.loss.clone()),
+                weight_decay: a.recipe.weight_decay,
+            },
         };
         (Session::with_engine(cfg, engine)?, None)
     };

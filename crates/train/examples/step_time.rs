@@ -36,6 +36,7 @@ fn main() {
                 limit_train: None,
                 limit_test: Some(b),
                 replicas: 1,
+                recipe: Default::default(),
             })
             .expect("session");
             s.train_step().expect("warm-up step");

@@ -34,7 +34,9 @@ pub fn bn_momentum(t: u64) -> f32 {
 }
 
 /// The default peak learning rate of each optimizer (REFERENCE §8.1 tuned
-/// values: SGD 0.1, Nesterov 0.02, AdamW 1e-3).
+/// values: SGD 0.1, Nesterov 0.02, AdamW 1e-3; §6.3: TF-RMSProp 0.045, the
+/// MobileNetV2 peak; LAMB 8e-3, timm's RSB-A3 peak, which REFERENCE does not
+/// give).
 pub fn default_lr(opt: layers::trainstep::Optimizer) -> f64 {
     use layers::trainstep::Optimizer::*;
     match opt {
@@ -43,5 +45,7 @@ pub fn default_lr(opt: layers::trainstep::Optimizer) -> f64 {
         AdamW => 1e-3,
         // Heavy-ball takes Nesterov's steps at the same lr/(1−μ) scale.
         HeavyBall => 0.02,
+        RmsProp => 0.045,
+        Lamb => 8e-3,
     }
 }

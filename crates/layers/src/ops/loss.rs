@@ -1,7 +1,8 @@
 //! Softmax and the softmax cross-entropy loss (REFERENCE §2.13): the mean loss
 //! over a batch of logits against a target distribution, with optional label
-//! smoothing, and the row softmax; each with its closed-form backward map;
-//! their catalog cases and the loss's negative controls.
+//! smoothing, and the row softmax; the binary cross-entropy loss (a sigmoid
+//! per class, mean over B·K, the RSB-A3 loss); each with its closed-form
+//! backward map; their catalog cases and the losses' negative controls.
 //!
 //! Softmax is `exp(z) / Σ exp(z)` with no max-subtraction, as the reference
 //! renders it: a max-shift would add a decision op (a kink site) to a function
@@ -145,6 +146,126 @@ impl CertLayer for SoftmaxCrossEntropy {
     }
 }
 
+/// Mean binary cross-entropy of logits `[B,K]` against the parameter
+/// `target` `[B,K]` (multi-hot or soft):
+/// `L = −(1/(B·K))·Σ_{b,k} [t·log σ(z) + (1−t)·log σ(−z)]`, rank 0
+/// (`log σ(−z)` is `log(1 − σ(z))` without the cancellation).
+///
+/// Backward: `dz = dy·(σ(z) − t)/(B·K)` — exact at every target, since
+/// `∂/∂z [t log σ(z) + (1−t) log σ(−z)] = t − σ(z)` — and
+/// `dtarget = −dy·z/(B·K)` (`log σ(z) − log σ(−z) = z`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct BinaryCrossEntropy {
+    pub classes: i64,
+}
+
+/// `Σ_{b,k} [t·log σ(z) + (1−t)·log σ(−z)]`.
+fn bce_sum(fb: &mut FuncBuilder, z: ValueId, t: ValueId) -> EmitResult<ValueId> {
+    let sig = fb.unary(UnaryOp::Logistic, z)?;
+    let log_pos = fb.unary(UnaryOp::Log, sig)?;
+    let nz = fb.neg(z)?;
+    let sig_neg = fb.unary(UnaryOp::Logistic, nz)?;
+    let log_neg = fb.unary(UnaryOp::Log, sig_neg)?;
+    let one = fb.splat_like(1.0, t);
+    let ot = fb.sub(one, t)?;
+    let a = fb.mul(t, log_pos)?;
+    let b = fb.mul(ot, log_neg)?;
+    let ab = fb.add(a, b)?;
+    fb.reduce_sum(ab, &[0, 1])
+}
+
+impl CertLayer for BinaryCrossEntropy {
+    fn name(&self) -> String {
+        format!("bce K={}", self.classes)
+    }
+
+    fn output_type(&self, input: &TensorType) -> Result<TensorType, LayerError> {
+        let s = &input.shape;
+        if s.len() != 2 || s[1] != self.classes {
+            return Err(LayerError(format!(
+                "{}: expects logits [B,{}], got {input}",
+                self.name(),
+                self.classes
+            )));
+        }
+        Ok(TensorType::new(vec![], input.elem))
+    }
+
+    fn params(&self, input: &TensorType) -> Vec<ParamSpec> {
+        vec![ParamSpec::f32(
+            "target",
+            &input.shape,
+            Init::Normal { std: 0.5 },
+        )]
+    }
+
+    fn forward(
+        &self,
+        fb: &mut FuncBuilder,
+        z: ValueId,
+        params: &[ValueId],
+        _: &mut Sites,
+    ) -> EmitResult<Saved> {
+        let shape = fb.shape(z);
+        let total = bce_sum(fb, z, params[0])?;
+        // B·K is exact in f32 for any real batch; forward and backward share it.
+        let n = fb.splat_like((shape[0] * shape[1]) as f64, total);
+        let mean = fb.div(total, n)?;
+        Ok(Saved::leaf(fb.neg(mean)?))
+    }
+
+    fn backward(
+        &self,
+        fb: &mut FuncBuilder,
+        z: ValueId,
+        params: &[ValueId],
+        _: &Saved,
+        dy: ValueId,
+    ) -> EmitResult<Grads> {
+        bce_backward(fb, z, params[0], dy, false)
+    }
+}
+
+/// BCE's backward; `over_batch_only` divides by B instead of B·K (the
+/// negative control's bug).
+fn bce_backward(
+    fb: &mut FuncBuilder,
+    z: ValueId,
+    t: ValueId,
+    dy: ValueId,
+    over_batch_only: bool,
+) -> EmitResult<Grads> {
+    let shape = fb.shape(z);
+    let n = if over_batch_only {
+        shape[0]
+    } else {
+        shape[0] * shape[1]
+    };
+    let sig = fb.unary(UnaryOp::Logistic, z)?;
+    let dy_b = fb.bcast(dy, &[], &shape)?;
+    let n = fb.splat_like(n as f64, z);
+    let diff = fb.sub(sig, t)?;
+    let dz = fb.mul(dy_b, diff)?;
+    let dz = fb.div(dz, n)?;
+    let dt = fb.mul(dy_b, z)?;
+    let dt = fb.div(dt, n)?;
+    let dtarget = fb.neg(dt)?;
+    Ok(Grads {
+        dx: dz,
+        dparams: vec![dtarget],
+    })
+}
+
+/// Negative control: BCE whose backward averages over B only (the forward
+/// still averages over B·K): every gradient K times too large.
+pub fn bce_mean_over_batch(classes: i64) -> ReplacedBackward<BinaryCrossEntropy> {
+    ReplacedBackward::new(
+        BinaryCrossEntropy { classes },
+        "bce backward averaged over B only",
+        |_, fb, z, p, _, dy| bce_backward(fb, z, p[0], dy, true),
+    )
+}
+
 /// Row softmax over the last dim of `[N,K]` or `[N,T,K]`; backward
 /// `dz = p⊙(dp − Σ_row p⊙dp)`. Smooth.
 pub struct Softmax;
@@ -214,6 +335,26 @@ pub fn catalog() -> Vec<super::OpCase> {
             "softmax_ce",
             "K=10, B=2, label smoothing 0.1",
             ce(10, Some(0.1)),
+            &[2, 10],
+        ),
+        OpCase::f64(
+            "bce",
+            "K=4, B=3",
+            BinaryCrossEntropy { classes: 4 },
+            &[3, 4],
+        )
+        .with_controls(vec![super::NegativeControl::new(
+            "averaged over B only",
+            "K=4, B=3",
+            &[3, 4],
+            BinaryCrossEntropy { classes: 4 },
+            bce_mean_over_batch(4),
+            &["dx"],
+        )]),
+        OpCase::f64(
+            "bce",
+            "K=10, B=2",
+            BinaryCrossEntropy { classes: 10 },
             &[2, 10],
         ),
         OpCase::f64("softmax", "N=1, K=5", Softmax, &[1, 5]),

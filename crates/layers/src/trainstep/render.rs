@@ -1,21 +1,28 @@
-//! The train step render: the forward of `chain_with_loss()`, its backward
-//! at dy = 1, the optimizer tail per parameter (with R > 1 replicas, the
-//! replica mean of each gradient first), then the whole-function passes of
-//! `ir::passes` and the layer spans of the forward.
+//! The train step render: the forward of `chain_with_loss()` (its loss
+//! swapped for BCE under that recipe), its backward at dy = 1, the recipe's
+//! gradient modifiers (with R > 1 replicas, the replica mean of each gradient
+//! first; then accumulation, then the global-norm clip), the optimizer tail
+//! per parameter, the accumulation gate and the EMA shadow, then the
+//! whole-function passes of `ir::passes` and the layer spans of the forward.
 
-use super::tails::tail;
+use super::recipe::{Fault, Loss, Recipe, CLIP_DELTA};
+use super::tails::{l2_norm, tail};
 use super::{batch_bn_sites, step_signature_with, Optimizer, SlotKind, StepSignature};
 use crate::emit::Emit;
 use crate::layer::{CertLayer, LayerError, Saved, Sites};
 use crate::net::{LayerSpec, NetSpec};
+use crate::ops::loss::{bce_mean_over_batch, BinaryCrossEntropy};
 use ir::passes::{bf16_operands, defining_op, normalized_ops, prune_dead_ops, renumber};
 use ir::{Func, FuncBuilder, Module, OpKind, TensorType, ValueId, Visibility};
 use std::collections::HashMap;
 
 /// How a train step is rendered.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct StepOptions {
+    /// The base tail.
     pub optimizer: Optimizer,
+    /// The modifiers around it and the loss (default: none, softmax-CE).
+    pub recipe: Recipe,
     /// bf16 operands for convolution and dot_general (REFERENCE §6.5).
     pub bf16: bool,
     /// Data-parallel replicas R (REFERENCE §6.4). With R > 1 the batch of the
@@ -33,6 +40,7 @@ impl StepOptions {
     pub fn new(optimizer: Optimizer) -> Self {
         StepOptions {
             optimizer,
+            recipe: Recipe::default(),
             bf16: false,
             replicas: 1,
         }
@@ -60,6 +68,10 @@ pub struct Rendered {
     pub spans: Vec<LayerSpan>,
     /// The number of leading body ops that are the forward.
     pub forward_ops: usize,
+    /// The header comment lines (without `//`): a recipe's formulas and
+    /// constants; empty for the plain steps of the original four tails and
+    /// for eval forwards, whose text is the module alone.
+    pub header: Vec<String>,
 }
 
 impl Rendered {
@@ -68,6 +80,39 @@ impl Rendered {
             .func(&self.signature.func)
             .expect("rendered function")
     }
+
+    /// The StableHLO text: the header comment, then the module.
+    pub fn text(&self) -> String {
+        let mut t: String = self.header.iter().map(|l| format!("// {l}\n")).collect();
+        t.push_str(&ir::print::print_module(&self.module));
+        t
+    }
+}
+
+/// The chain a train step differentiates: the net's `chain_with_loss()`,
+/// its softmax-CE replaced by BCE under `Loss::Bce`.
+pub fn step_chain(net: &NetSpec, recipe: &Recipe) -> Result<crate::Chain, LayerError> {
+    let mut chain = net.chain_with_loss()?;
+    if recipe.loss == Loss::Bce {
+        if net.label_smoothing.is_some() {
+            return Err(LayerError(format!(
+                "{}: --loss bce takes no label smoothing (the net sets {:?})",
+                net.name, net.label_smoothing
+            )));
+        }
+        let last = chain
+            .layers
+            .last_mut()
+            .ok_or_else(|| LayerError(format!("{}: an empty chain", net.name)))?;
+        last.1 = if recipe.fault == Some(Fault::BceMeanOverBatch) {
+            Box::new(bce_mean_over_batch(net.classes))
+        } else {
+            Box::new(BinaryCrossEntropy {
+                classes: net.classes,
+            })
+        };
+    }
+    Ok(chain)
 }
 
 /// Renders the train step `opts` describes for `net` at per-replica batch
@@ -79,8 +124,9 @@ impl Rendered {
 /// backward form is the net's own (`NetSpec::with_pool_backward`).
 pub fn render_step(net: &NetSpec, batch: i64, opts: &StepOptions) -> Result<Rendered, LayerError> {
     let (opt, bf16, replicas) = (opts.optimizer, opts.bf16, opts.replicas);
+    let recipe = &opts.recipe;
     let sig = step_signature_with(net, batch, opts)?;
-    let chain = net.chain_with_loss()?;
+    let chain = step_chain(net, recipe)?;
     let x4_ty = net.input_type(batch);
     let n_theta = net.param_specs()?.len();
 
@@ -99,6 +145,15 @@ pub fn render_step(net: &NetSpec, batch: i64, opts: &StepOptions) -> Result<Rend
         at(SlotKind::Bc2)[0],
     );
     let onehot = at(SlotKind::OneHot)[0];
+    let (shadow, accum) = (at(SlotKind::Shadow), at(SlotKind::Accum));
+    let first = |kind| at(kind).first().copied();
+    let (emad, oemad) = (first(SlotKind::EmaDecay), first(SlotKind::EmaOneMinus));
+    let (aup, akeep) = (first(SlotKind::AccApply), first(SlotKind::AccKeep));
+    let param_names: Vec<String> = sig
+        .input_positions(SlotKind::Param)
+        .into_iter()
+        .map(|i| sig.inputs[i].name.clone())
+        .collect();
 
     let x4 = fb.reshape(args[0], &x4_ty.shape)?;
     // The loss layer's `target` parameter is the one-hot input.
@@ -117,21 +172,106 @@ pub fn render_step(net: &NetSpec, batch: i64, opts: &StepOptions) -> Result<Rend
         )));
     }
 
+    // The replica mean comes first; without a modifier that reads every
+    // gradient it is emitted beside each tail (the original op order).
+    let whole = recipe.accumulate.is_some() || recipe.clip.is_some();
+    let mut g: Vec<ValueId> = Vec::new();
+    for &d in &grads.dparams[..n_theta] {
+        g.push(if replicas > 1 && whole {
+            replica_mean(&mut fb, d, replicas)?
+        } else {
+            d
+        });
+    }
+    // Accumulation: G' = akeep·G + g; the tail consumes the mean G'/k.
+    let mut new_accum = Vec::new();
+    if let (Some(k), Some(akeep)) = (recipe.accumulate, akeep) {
+        for (gi, &acc) in g.iter_mut().zip(&accum) {
+            let shape = fb.shape(*gi);
+            let keep = fb.bcast(akeep, &[], &shape)?;
+            let kept = fb.mul(keep, acc)?;
+            let sum = fb.add(kept, *gi)?;
+            new_accum.push(sum);
+            let kk = fb.splat_like(k as f64, sum);
+            *gi = fb.div(sum, kk)?;
+        }
+    }
+    if let Some(c) = recipe.clip {
+        clip_global(
+            &mut fb,
+            &mut g,
+            c,
+            recipe.fault == Some(Fault::ClipPerTensor),
+        )?;
+    }
     let mut new_theta = Vec::new();
     let mut new_m = Vec::new();
     let mut new_v = Vec::new();
     for i in 0..n_theta {
-        let g = if replicas > 1 {
-            replica_mean(&mut fb, grads.dparams[i], replicas)?
-        } else {
-            grads.dparams[i]
-        };
-        let (t, mm, vv) = tail(&mut fb, opt, theta[i], m[i], v[i], g, lr, bc1, bc2)?;
+        if replicas > 1 && !whole {
+            g[i] = replica_mean(&mut fb, g[i], replicas)?;
+        }
+        let ty = fb.ty(theta[i]).clone();
+        let wd = recipe.decay_for(opt, &param_names[i], &ty);
+        let (t, mm, vv) = tail(
+            &mut fb,
+            opt,
+            wd,
+            recipe.fault,
+            theta[i],
+            m[i],
+            v[i],
+            g[i],
+            lr,
+            bc1,
+            bc2,
+        )?;
         new_theta.push(t);
         new_m.push(mm);
         new_v.push(vv);
     }
-    let mut outs: Vec<ValueId> = [new_theta, new_m, new_v].concat();
+    // The apply gate: x' = aup·x_new + (1 − aup)·x, exact for aup ∈ {0, 1}.
+    let gate = |fb: &mut FuncBuilder, new: ValueId, old: ValueId| -> Result<ValueId, LayerError> {
+        match aup {
+            Some(aup) if recipe.fault != Some(Fault::AccumulateAlwaysApplies) => {
+                let shape = fb.shape(new);
+                let one = fb.splat(1.0, TensorType::f32(Vec::<i64>::new()));
+                let skip = fb.sub(one, aup)?;
+                let up_b = fb.bcast(aup, &[], &shape)?;
+                let skip_b = fb.bcast(skip, &[], &shape)?;
+                let a = fb.mul(up_b, new)?;
+                let b = fb.mul(skip_b, old)?;
+                Ok(fb.add(a, b)?)
+            }
+            _ => Ok(new),
+        }
+    };
+    if recipe.accumulate.is_some() {
+        for i in 0..n_theta {
+            new_theta[i] = gate(&mut fb, new_theta[i], theta[i])?;
+            new_m[i] = gate(&mut fb, new_m[i], m[i])?;
+            new_v[i] = gate(&mut fb, new_v[i], v[i])?;
+        }
+    }
+    // EMA after the update: shadow' = d·shadow + (1−d)·θ'.
+    let mut new_shadow = Vec::new();
+    if let (Some(emad), Some(oemad)) = (emad, oemad) {
+        for i in 0..n_theta {
+            let shape = fb.shape(theta[i]);
+            let d = fb.bcast(emad, &[], &shape)?;
+            let od = fb.bcast(oemad, &[], &shape)?;
+            let followed = if recipe.fault == Some(Fault::EmaOfOldTheta) {
+                theta[i]
+            } else {
+                new_theta[i]
+            };
+            let a = fb.mul(d, shadow[i])?;
+            let b = fb.mul(od, followed)?;
+            let s = fb.add(a, b)?;
+            new_shadow.push(gate(&mut fb, s, shadow[i])?);
+        }
+    }
+    let mut outs: Vec<ValueId> = [new_theta, new_m, new_v, new_shadow, new_accum].concat();
     outs.extend([loss, bc1, bc2]);
     for site in batch_bn_sites(net)? {
         let (mean, var) = site
@@ -151,6 +291,9 @@ pub fn render_step(net: &NetSpec, batch: i64, opts: &StepOptions) -> Result<Rend
         &mut layer_params,
     );
     let mut r = finish_render(func, sig, spans, loss, bf16)?;
+    if !(recipe.is_plain() && Optimizer::ALL.contains(&opt)) {
+        r.header = recipe.header(opt);
+    }
     if replicas > 1 {
         // What JAX writes for a replicated program; XLA and IREE read the
         // replica count from their own options, this records it in the text.
@@ -178,6 +321,58 @@ fn replica_mean(fb: &mut FuncBuilder, g: ValueId, replicas: usize) -> Result<Val
     )?[0];
     let r = fb.splat_like(replicas as f64, summed);
     Ok(fb.div(summed, r)?)
+}
+
+/// Global-norm clipping (REFERENCE §6.3): `s = Σ_tensors Σ g²`, one factor
+/// `min(1, c/(√s + 1e-6))` multiplying every gradient; with `per_tensor`
+/// (a negative control's bug) each tensor's own norm instead.
+fn clip_global(
+    fb: &mut FuncBuilder,
+    g: &mut [ValueId],
+    c: f64,
+    per_tensor: bool,
+) -> Result<(), LayerError> {
+    let factor = |fb: &mut FuncBuilder, norm: ValueId| -> Result<ValueId, LayerError> {
+        let delta = fb.splat_like(CLIP_DELTA, norm);
+        let den = fb.add(norm, delta)?;
+        let cc = fb.splat_like(c, norm);
+        let q = fb.div(cc, den)?;
+        let one = fb.splat_like(1.0, norm);
+        Ok(fb.min(one, q)?)
+    };
+    let global = if per_tensor {
+        None
+    } else {
+        let mut total: Option<ValueId> = None;
+        for &gi in g.iter() {
+            let rank = fb.shape(gi).len() as i64;
+            let sq = fb.mul(gi, gi)?;
+            let dims: Vec<i64> = (0..rank).collect();
+            let s = fb.reduce_sum(sq, &dims)?;
+            total = Some(match total {
+                Some(t) => fb.add(t, s)?,
+                None => s,
+            });
+        }
+        let Some(total) = total else {
+            return Ok(());
+        };
+        let norm = fb.unary(ir::UnaryOp::Sqrt, total)?;
+        Some(factor(fb, norm)?)
+    };
+    for gi in g.iter_mut() {
+        let f = match global {
+            Some(f) => f,
+            None => {
+                let n = l2_norm(fb, *gi)?;
+                factor(fb, n)?
+            }
+        };
+        let shape = fb.shape(*gi);
+        let fb_ = fb.bcast(f, &[], &shape)?;
+        *gi = fb.mul(fb_, *gi)?;
+    }
+    Ok(())
 }
 
 /// Per-layer slices of a chain's flat parameter list.
@@ -274,6 +469,7 @@ pub(super) fn finish_render(
         signature: sig,
         spans: layers,
         forward_ops,
+        header: Vec::new(),
     })
 }
 

@@ -1,7 +1,9 @@
 //! The packed signatures of the rendered functions (REFERENCE §6.1): which
 //! slot of a train step or eval forward carries what, derived from the
 //! NetSpec alone; the renderer and the train-step tie both read slot
-//! positions from here.
+//! positions from here. A recipe's EMA shadow and accumulator are extra
+//! regions after v (REFERENCE §6.1), its host scalars (`emad`, `oemad`,
+//! `aup`, `akeep`) follow bc2.
 
 use super::{Optimizer, StepOptions};
 use crate::layer::LayerError;
@@ -17,9 +19,21 @@ pub enum SlotKind {
     Param,
     M,
     V,
+    /// The EMA shadow of a parameter (recipe `ema`).
+    Shadow,
+    /// The gradient accumulator of a parameter (recipe `accumulate`).
+    Accum,
     Lr,
     Bc1,
     Bc2,
+    /// `emad`: the EMA decay d of this update.
+    EmaDecay,
+    /// `oemad`: 1 − d.
+    EmaOneMinus,
+    /// `aup`: 1 on a cycle's last micro-batch (the tail applies), else 0.
+    AccApply,
+    /// `akeep`: 0 on a cycle's first micro-batch (G restarts), else 1.
+    AccKeep,
     RunningMean,
     RunningVar,
     OneHot,
@@ -105,6 +119,10 @@ pub fn step_signature_with(
     opts: &StepOptions,
 ) -> Result<StepSignature, LayerError> {
     let opt = opts.optimizer;
+    let recipe = &opts.recipe;
+    recipe
+        .validate(opt)
+        .map_err(|e| LayerError(format!("{}: {e}", net.name)))?;
     if opts.replicas == 0 {
         return Err(LayerError(format!(
             "{}: a data-parallel step needs at least 1 replica",
@@ -122,11 +140,18 @@ pub fn step_signature_with(
         TensorType::f32(vec![batch, c * h * w]),
     )];
     let mut outputs = Vec::new();
-    for (kind, suffix) in [
+    let mut regions = vec![
         (SlotKind::Param, ""),
         (SlotKind::M, ".m"),
         (SlotKind::V, ".v"),
-    ] {
+    ];
+    if recipe.ema.is_some() {
+        regions.push((SlotKind::Shadow, ".ema"));
+    }
+    if recipe.accumulate.is_some() {
+        regions.push((SlotKind::Accum, ".acc"));
+    }
+    for (kind, suffix) in regions {
         for p in &params {
             let s = slot(format!("{}{suffix}", p.name), kind, p.ty.clone());
             inputs.push(s.clone());
@@ -138,6 +163,19 @@ pub fn step_signature_with(
     for (name, kind) in [("bc1", SlotKind::Bc1), ("bc2", SlotKind::Bc2)] {
         inputs.push(slot(name.into(), kind, scalar.clone()));
         outputs.push(slot(name.into(), kind, scalar.clone()));
+    }
+    let mut host_scalars = Vec::new();
+    if recipe.ema.is_some() {
+        host_scalars.extend([
+            ("emad", SlotKind::EmaDecay),
+            ("oemad", SlotKind::EmaOneMinus),
+        ]);
+    }
+    if recipe.accumulate.is_some() {
+        host_scalars.extend([("aup", SlotKind::AccApply), ("akeep", SlotKind::AccKeep)]);
+    }
+    for (name, kind) in host_scalars {
+        inputs.push(slot(name.into(), kind, scalar.clone()));
     }
     for BnSite { name, ch, .. } in &bns {
         let ty = TensorType::f32(vec![*ch]);
@@ -163,13 +201,12 @@ pub fn step_signature_with(
         SlotKind::OneHot,
         TensorType::f32(vec![batch, net.classes]),
     ));
-    let dp = if opts.replicas > 1 {
-        format!("dp{batch}x{}", opts.replicas)
-    } else {
-        String::new()
-    };
     Ok(StepSignature {
-        func: format!("{}_{}{dp}_train_step", slug(net), opt.variant()),
+        func: format!(
+            "{}_{}_train_step",
+            slug(net),
+            recipe.variant(opt, batch, opts.replicas)
+        ),
         inputs,
         outputs,
     })

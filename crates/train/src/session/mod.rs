@@ -35,8 +35,8 @@ use ir::Module;
 use layers::net::NetSpec;
 use layers::ops::norm::BnWorld;
 use layers::trainstep::{
-    render_eval_forward, render_logits_forward, render_step, Optimizer, Rendered, SlotKind,
-    StepOptions, StepSignature,
+    render_eval_forward, render_logits_forward, render_step, Optimizer, Recipe, RecipeFlags,
+    Rendered, SlotKind, StepOptions, StepSignature,
 };
 use layers::{Init, LayerError};
 use serde::{Deserialize, Serialize};
@@ -75,20 +75,56 @@ pub struct TrainConfig {
     /// shards of `batch / R` (BN statistics per shard, REFERENCE §6.4).
     #[serde(default = "one_replica")]
     pub replicas: usize,
+    /// The recipe around the optimizer tail, as the CLI spells it.
+    #[serde(default)]
+    pub recipe: RecipeConfig,
 }
 
 fn one_replica() -> usize {
     1
 }
 
+/// The recipe flags of a run (`--clip`, `--ema`, `--wd-exclude`,
+/// `--accumulate`, `--loss`, `--weight-decay`), stored as spelled and parsed
+/// into the typed `Recipe` once per session.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RecipeConfig {
+    pub clip: Option<f64>,
+    pub ema: Option<f64>,
+    pub wd_exclude: Option<String>,
+    /// Micro-batches per update; `batch` is the micro-batch.
+    pub accumulate: Option<u32>,
+    /// `ce` or `bce` (None: ce).
+    pub loss: Option<String>,
+    pub weight_decay: Option<f64>,
+}
+
 impl TrainConfig {
     pub fn optimizer(&self) -> Result<Optimizer, TrainError> {
         Optimizer::parse(&self.optimizer).ok_or_else(|| {
             TrainError::Run(format!(
-                "unknown optimizer `{}` (sgd, nesterov, adamw)",
-                self.optimizer
+                "unknown optimizer `{}` ({})",
+                self.optimizer,
+                Optimizer::names()
             ))
         })
+    }
+
+    /// The typed recipe of the run.
+    pub fn recipe(&self) -> Result<Recipe, TrainError> {
+        let r = &self.recipe;
+        Recipe::from_flags(
+            self.optimizer()?,
+            &RecipeFlags {
+                weight_decay: r.weight_decay,
+                clip: r.clip,
+                wd_exclude: r.wd_exclude.as_deref(),
+                ema: r.ema,
+                accumulate: r.accumulate,
+                loss: r.loss.as_deref(),
+            },
+        )
+        .map_err(|e| TrainError::Run(e.to_string()))
     }
 }
 
@@ -129,9 +165,14 @@ pub struct State {
     pub params: Vec<Vec<f32>>,
     pub m: Vec<Vec<f32>>,
     pub v: Vec<Vec<f32>>,
+    /// The EMA shadow of θ (recipe `ema`; empty otherwise): what eval scores.
+    pub shadow: Vec<Vec<f32>>,
+    /// The gradient accumulator (recipe `accumulate`; empty otherwise).
+    pub accum: Vec<Vec<f32>>,
     /// Per batch-BN layer (running mean, running var).
     pub running: Vec<(Vec<f32>, Vec<f32>)>,
-    /// Updates done (t of the next update is `step + 1`).
+    /// Steps (micro-batches under accumulation) done; the step's optimizer
+    /// update is `step / k + 1` with k micro-batches per update.
     pub step: u64,
     /// The current epoch (0-based) and the updates done in it.
     pub epoch: u64,
@@ -149,6 +190,8 @@ pub struct State {
 pub struct Session {
     pub cfg: TrainConfig,
     pub optimizer: Optimizer,
+    /// The typed recipe around the tail (parsed from `cfg.recipe` once).
+    pub recipe: Recipe,
     /// The net with its input shape set from the data.
     pub net: NetSpec,
     pub data: Dataset,
@@ -228,6 +271,7 @@ impl Session {
     /// or tool is reported before anything is certified or trained).
     pub fn with_engine(cfg: TrainConfig, engine: EngineOptions) -> Result<Session, TrainError> {
         let optimizer = cfg.optimizer()?;
+        let recipe = cfg.recipe()?;
         if cfg.batch == 0 {
             return terr("--batch must be at least 1");
         }
@@ -265,6 +309,7 @@ impl Session {
         let step_opts = StepOptions {
             bf16: cfg.bf16,
             replicas: r,
+            recipe,
             ..StepOptions::new(optimizer)
         };
         let step = render_step(&net, shard, &step_opts).map_err(le)?;
@@ -274,10 +319,15 @@ impl Session {
         } else {
             None
         };
-        let state = initial_state(&net, &step.signature, cfg.seed)?;
+        let mut state = initial_state(&net, &step.signature, cfg.seed)?;
+        if optimizer == Optimizer::RmsProp {
+            // TF semantics: the mean square starts at 1 (REFERENCE §6.2).
+            state.v.iter_mut().for_each(|v| v.fill(1.0));
+        }
         Ok(Session {
             cfg,
             optimizer,
+            recipe,
             net,
             data,
             step,
@@ -303,6 +353,7 @@ impl Session {
         Ok(Session {
             cfg: self.cfg.clone(),
             optimizer: self.optimizer,
+            recipe: self.recipe,
             net: self.net.clone(),
             data: self.data.clone(),
             step: self.step.clone(),
@@ -387,6 +438,10 @@ impl Session {
     pub fn warmup_steps(&self) -> u64 {
         (self.cfg.warmup_epochs * self.steps_per_epoch() as f64).round() as u64
     }
+    /// Micro-batches per optimizer update (1 without accumulation).
+    pub fn micro_batches(&self) -> u64 {
+        self.recipe.accumulate.map_or(1, u64::from)
+    }
 
     /// Certifies the rendered step (REFERENCE: the backward IS the VJP, the
     /// tail IS the optimizer) at batch `cert_batch`: the very module trained
@@ -401,16 +456,17 @@ impl Session {
         // With R > 1 the trained module adds the cross-replica mean, which a
         // one-replica evaluation cannot tie; its per-replica body is the R = 1
         // render, certified here at `cert_batch`.
+        let one_replica = StepOptions {
+            bf16: self.cfg.bf16,
+            recipe: self.recipe,
+            ..StepOptions::new(self.optimizer)
+        };
         let report = if cert_batch == self.cfg.batch && self.cfg.replicas == 1 {
-            cert::step::certify_train_step(&self.net, b, self.optimizer, &self.step.module, &opts)
+            cert::step::certify_recipe_step(&self.net, b, &one_replica, &self.step.module, &opts)
         } else {
-            let one_replica = StepOptions {
-                bf16: self.cfg.bf16,
-                ..StepOptions::new(self.optimizer)
-            };
             let m = render_step(&self.net, b, &one_replica)
                 .map_err(|e| TrainError::Run(e.to_string()))?;
-            cert::step::certify_train_step(&self.net, b, self.optimizer, &m.module, &opts)
+            cert::step::certify_recipe_step(&self.net, b, &one_replica, &m.module, &opts)
         };
         Ok(report)
     }
@@ -432,7 +488,8 @@ pub fn init_values(init: &Init, n: usize, rng: &mut Rng) -> Vec<f32> {
 }
 
 /// θ from each parameter's declared init (a stream derived from the seed),
-/// m = v = 0, running mean 0 and variance 1.
+/// m = v = 0, running mean 0 and variance 1; the EMA shadow (when the
+/// signature has one) starts at θ, the accumulator at 0.
 pub fn initial_state(net: &NetSpec, sig: &StepSignature, seed: u64) -> Result<State, TrainError> {
     let specs = net
         .param_specs()
@@ -451,10 +508,23 @@ pub fn initial_state(net: &NetSpec, sig: &StepSignature, seed: u64) -> Result<St
             (vec![0.0; n], vec![1.0; n])
         })
         .collect();
+    let has = |k| !sig.input_positions(k).is_empty();
+    let shadow = if has(SlotKind::Shadow) {
+        params.clone()
+    } else {
+        Vec::new()
+    };
+    let accum = if has(SlotKind::Accum) {
+        zeros.clone()
+    } else {
+        Vec::new()
+    };
     Ok(State {
         params,
         m: zeros.clone(),
         v: zeros,
+        shadow,
+        accum,
         running,
         step: 0,
         epoch: 0,

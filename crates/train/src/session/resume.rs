@@ -18,6 +18,7 @@ impl Session {
         let st = &self.state;
         let sig = &self.step.signature;
         let (mut th, mut mm, mut vv) = (st.params.iter(), st.m.iter(), st.v.iter());
+        let (mut sh, mut acc) = (st.shadow.iter(), st.accum.iter());
         let mut rm = st.running.iter().map(|p| &p.0);
         let mut rv = st.running.iter().map(|p| &p.1);
         for s in &sig.inputs {
@@ -25,6 +26,8 @@ impl Session {
                 SlotKind::Param => th.next(),
                 SlotKind::M => mm.next(),
                 SlotKind::V => vv.next(),
+                SlotKind::Shadow => sh.next(),
+                SlotKind::Accum => acc.next(),
                 SlotKind::RunningMean => rm.next(),
                 SlotKind::RunningVar => rv.next(),
                 _ => None,
@@ -95,12 +98,15 @@ impl Session {
         let mut st = self.state.clone();
         let (mut params, mut m, mut v, mut rmean, mut rvar) =
             (vec![], vec![], vec![], vec![], vec![]);
+        let (mut shadow, mut accum) = (vec![], vec![]);
         let mut used = 0;
         for s in &self.step.signature.inputs {
             let dest = match s.kind {
                 SlotKind::Param => &mut params,
                 SlotKind::M => &mut m,
                 SlotKind::V => &mut v,
+                SlotKind::Shadow => &mut shadow,
+                SlotKind::Accum => &mut accum,
                 SlotKind::RunningMean => &mut rmean,
                 SlotKind::RunningVar => &mut rvar,
                 _ => continue,
@@ -138,6 +144,8 @@ impl Session {
         st.params = params;
         st.m = m;
         st.v = v;
+        st.shadow = shadow;
+        st.accum = accum;
         st.running = rmean.into_iter().zip(rvar).collect();
         st.step = ck.meta_u64("step")?;
         st.epoch = ck.meta_u64("epoch")?;

@@ -41,6 +41,29 @@ fn argmax(row: &[f32]) -> usize {
     best
 }
 
+/// The schedule scalars of one step (REFERENCE §6.2).
+struct HostScalars {
+    lr: f64,
+    bc: (f64, f64),
+    /// `(emad, oemad)`.
+    ema: (f64, f64),
+    /// `(aup, akeep)`.
+    acc: (f64, f64),
+}
+
+/// `(d, 1 − d)` with `d = min(decay, (1+t')/(10+t'))`, t' the 0-based update
+/// (TF's warmup); (0, 1) without an EMA (the slots are absent then).
+fn ema_decay(decay: Option<f64>, update: u64) -> (f64, f64) {
+    match decay {
+        Some(decay) => {
+            let t = (update - 1) as f64;
+            let d = decay.min((1.0 + t) / (10.0 + t));
+            (d, 1.0 - d)
+        }
+        None => (0.0, 1.0),
+    }
+}
+
 impl Session {
     /// The training-set order of epoch `epoch`: a permutation drawn from
     /// `(seed, epoch)` alone, so it does not depend on how the run got there.
@@ -52,9 +75,15 @@ impl Session {
         &self.perm.as_ref().unwrap().1
     }
 
-    /// Inputs of an eval-signature function (`x, θ…, running stats`).
-    fn eval_inputs(&self, sig: &StepSignature, x: Vec<f32>) -> Vec<HostTensor> {
-        let mut params = self.state.params.iter();
+    /// Inputs of an eval-signature function (`x, θ…, running stats`) with
+    /// the weights `weights` (θ, or the EMA shadow).
+    fn eval_inputs(
+        &self,
+        sig: &StepSignature,
+        x: Vec<f32>,
+        weights: &[Vec<f32>],
+    ) -> Vec<HostTensor> {
+        let mut params = weights.iter();
         let mut rm = self.state.running.iter().map(|p| &p.0);
         let mut rv = self.state.running.iter().map(|p| &p.1);
         sig.inputs
@@ -70,8 +99,14 @@ impl Session {
     }
 
     /// Logits of the eval forward on a batch of `cfg.batch` images.
+    /// Eval scores the EMA shadow when the recipe keeps one (REFERENCE §6.2).
     fn eval_logits(&mut self, x: Vec<f32>) -> Result<Vec<f32>, TrainError> {
-        let inputs = self.eval_inputs(&self.eval.signature, x);
+        let weights = if self.state.shadow.is_empty() {
+            &self.state.params
+        } else {
+            &self.state.shadow
+        };
+        let inputs = self.eval_inputs(&self.eval.signature, x, weights);
         let func = self.eval.signature.func.clone();
         let out = self
             .eval_exec()?
@@ -97,6 +132,7 @@ impl Session {
             let inputs = self.eval_inputs(
                 &forward.signature,
                 x[rows.start * per..rows.end * per].to_vec(),
+                &self.state.params,
             );
             let out = self
                 .logits_exec()?
@@ -114,9 +150,10 @@ impl Session {
 
     /// One replica's step inputs: its shard of images and targets, the shared
     /// state and schedule scalars.
-    fn step_inputs(&self, x: &[f32], onehot: &[f32], lr: f64, bc: (f64, f64)) -> Vec<HostTensor> {
+    fn step_inputs(&self, x: &[f32], onehot: &[f32], h: &HostScalars) -> Vec<HostTensor> {
         let st = &self.state;
         let (mut th, mut mm, mut vv) = (st.params.iter(), st.m.iter(), st.v.iter());
+        let (mut sh, mut acc) = (st.shadow.iter(), st.accum.iter());
         let mut rm = st.running.iter().map(|p| &p.0);
         let mut rv = st.running.iter().map(|p| &p.1);
         self.step
@@ -128,9 +165,15 @@ impl Session {
                 SlotKind::Param => host(&s.ty, th.next().unwrap().clone()),
                 SlotKind::M => host(&s.ty, mm.next().unwrap().clone()),
                 SlotKind::V => host(&s.ty, vv.next().unwrap().clone()),
-                SlotKind::Lr => scalar(lr),
-                SlotKind::Bc1 => scalar(bc.0),
-                SlotKind::Bc2 => scalar(bc.1),
+                SlotKind::Shadow => host(&s.ty, sh.next().unwrap().clone()),
+                SlotKind::Accum => host(&s.ty, acc.next().unwrap().clone()),
+                SlotKind::Lr => scalar(h.lr),
+                SlotKind::Bc1 => scalar(h.bc.0),
+                SlotKind::Bc2 => scalar(h.bc.1),
+                SlotKind::EmaDecay => scalar(h.ema.0),
+                SlotKind::EmaOneMinus => scalar(h.ema.1),
+                SlotKind::AccApply => scalar(h.acc.0),
+                SlotKind::AccKeep => scalar(h.acc.1),
                 SlotKind::RunningMean => host(&s.ty, rm.next().unwrap().clone()),
                 SlotKind::RunningVar => host(&s.ty, rv.next().unwrap().clone()),
                 SlotKind::OneHot => host(&s.ty, onehot.to_vec()),
@@ -144,7 +187,7 @@ impl Session {
         let b = self.cfg.batch;
         let (c, h, w) = self.data.shape;
         let per = c * h * w;
-        let k = self.net.classes as usize;
+        let classes = self.net.classes as usize;
         let epoch = self.state.epoch;
         let start = self.state.batch_in_epoch as usize * b;
         let idx: Vec<usize> = self.permutation(epoch)[start..start + b].to_vec();
@@ -153,10 +196,10 @@ impl Session {
             .map(|&i| self.data.train.labels[i] as usize)
             .collect();
         let mut x = Vec::with_capacity(b * per);
-        let mut onehot = vec![0f32; b * k];
+        let mut onehot = vec![0f32; b * classes];
         for (row, &i) in idx.iter().enumerate() {
             x.extend_from_slice(&self.data.train.images[i * per..(i + 1) * per]);
-            onehot[row * k + labels[row]] = 1.0;
+            onehot[row * classes + labels[row]] = 1.0;
         }
         let aug = Augment {
             crop_pad: self.cfg.crop_pad,
@@ -165,8 +208,26 @@ impl Session {
         augment(&mut x, self.data.shape, aug, &mut self.state.rng);
 
         let t = self.state.step + 1;
-        let lr = lr_at(self.cfg.lr, t, self.warmup_steps(), self.total_steps());
-        let bc = bias_corrections(t);
+        // Under accumulation over k micro-batches, the schedule counts
+        // optimizer updates: micro-batch t belongs to update ⌈t/k⌉.
+        let k = self.micro_batches();
+        let (update, pos) = ((t - 1) / k + 1, (t - 1) % k);
+        let lr = lr_at(
+            self.cfg.lr,
+            update,
+            self.warmup_steps() / k,
+            self.total_steps() / k,
+        );
+        let bc = bias_corrections(update);
+        let scalars = HostScalars {
+            lr,
+            bc,
+            ema: ema_decay(self.recipe.ema, update),
+            acc: (
+                (pos + 1 == k) as u8 as f64, // aup: the cycle's last micro-batch
+                (pos != 0) as u8 as f64,     // akeep: 0 on its first
+            ),
+        };
 
         let correct = self.train_correct(&x, &labels)?;
 
@@ -177,9 +238,8 @@ impl Session {
                 let rows = r * shard..(r + 1) * shard;
                 self.step_inputs(
                     &x[rows.start * per..rows.end * per],
-                    &onehot[rows.start * k..rows.end * k],
-                    lr,
-                    bc,
+                    &onehot[rows.start * classes..rows.end * classes],
+                    &scalars,
                 )
             })
             .collect();
@@ -200,7 +260,13 @@ impl Session {
         // θ', m', v' are one value on every replica: the gradients were
         // averaged across replicas before the tail.
         let mut divergence = 0f64;
-        for kind in [SlotKind::Param, SlotKind::M, SlotKind::V] {
+        for kind in [
+            SlotKind::Param,
+            SlotKind::M,
+            SlotKind::V,
+            SlotKind::Shadow,
+            SlotKind::Accum,
+        ] {
             for i in sig.output_positions(kind) {
                 for o in &outs[1..] {
                     for (a, b) in o[i].iter().zip(&outs[0][i]) {
@@ -247,6 +313,8 @@ impl Session {
         let new_params = take(SlotKind::Param);
         let new_m = take(SlotKind::M);
         let new_v = take(SlotKind::V);
+        let new_shadow = take(SlotKind::Shadow);
+        let new_accum = take(SlotKind::Accum);
         let bmean = mean_over_replicas(SlotKind::BatchMean);
         let bvar = mean_over_replicas(SlotKind::BatchVar);
         let mom = bn_momentum(t);
@@ -262,6 +330,8 @@ impl Session {
         st.params = new_params;
         st.m = new_m;
         st.v = new_v;
+        st.shadow = new_shadow;
+        st.accum = new_accum;
         st.step = t;
         st.batch_in_epoch += 1;
         st.loss_sum += loss;

@@ -102,5 +102,6 @@ pub fn tiny_config(data_dir: &Path) -> TrainConfig {
         limit_train: None,
         limit_test: None,
         replicas: 1,
+        recipe: Default::default(),
     }
 }
