@@ -3,7 +3,7 @@
 //! per step while profiling, a one-line summary, the listing of its schedule.
 
 use crate::compile::Builder;
-use crate::passes::cse;
+use crate::passes::{cse, inline_all_calls};
 use crate::runtime::Compiled;
 use crate::schedule::Kind;
 use den::{eval_func, EvalError, EvalOptions, Value};
@@ -49,7 +49,7 @@ pub struct Plan {
 }
 
 enum Body {
-    /// Calls or captured values: the generic evaluator runs the whole function.
+    /// Calls that could not be inlined: the generic evaluator runs the whole function.
     Generic(Box<Module>),
     Compiled(Compiled),
 }
@@ -65,7 +65,10 @@ impl Plan {
             line: None,
             message: format!("no function @{func} in the module"),
         })?;
-        let deduplicated = cse::eliminate_common_subexpressions(f);
+        // JAX's exports call `@closed_call`, `@dynamic_index_in_dim`, … from
+        // loop bodies; inlined, the whole function is one schedule.
+        let inlined = inline_all_calls(module, f);
+        let deduplicated = cse::eliminate_common_subexpressions(inlined.as_ref().unwrap_or(f));
         let body = match Builder::new(&deduplicated).and_then(|b| b.build()) {
             Some(c) => Body::Compiled(c),
             None => Body::Generic(Box::new(module.clone())),
