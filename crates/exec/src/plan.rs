@@ -265,6 +265,43 @@ impl Plan {
         }
         false
     }
+
+    /// The same hook on the first fused loop (of at least one op) inside a
+    /// `while`/`case`/`if` region: the sub-plans' negative control.
+    #[cfg(feature = "fault-injection")]
+    pub fn perturb_first_fused_loop_in_a_region_for_tests(&mut self, delta: f32) -> bool {
+        fn inside(c: &mut Compiled, delta: f32, nested: bool) -> bool {
+            for s in &mut c.steps {
+                match &mut s.kind {
+                    Kind::Loop { prog, .. } if nested && prog.op_count() >= 1 => {
+                        prog.fault = delta;
+                        return true;
+                    }
+                    Kind::While { cond, body, .. } => {
+                        if inside(&mut cond.plan, delta, true)
+                            || inside(&mut body.plan, delta, true)
+                        {
+                            return true;
+                        }
+                    }
+                    Kind::Branch { branches, .. } => {
+                        if branches
+                            .iter_mut()
+                            .any(|b| inside(&mut b.plan, delta, true))
+                        {
+                            return true;
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            false
+        }
+        match &mut self.body {
+            Body::Compiled(c) => inside(c, delta, false),
+            Body::Generic(_) => false,
+        }
+    }
 }
 
 fn check_inputs(func: &str, params: &[TensorType], inputs: &[Value<f32>]) -> Result<(), EvalError> {
