@@ -9,17 +9,22 @@
 //! f32 operations (bit-identical); convolutions, dots and sums accumulate in
 //! a different order (the fast kernels' agreement bound). Reshape is free
 //! (the result shares its operand's buffer); transpose, reverse and
-//! broadcast_in_dim are strided reads fused into their consumers. A function
-//! with calls or regions that read outer values runs on the generic evaluator
-//! (fast kernels) as a whole.
+//! broadcast_in_dim are strided reads fused into their consumers. Calls are
+//! inlined first, in regions too (`passes::inline`); the regions of `while`,
+//! `case` and `if` are compiled into sub-plans that their control step runs
+//! (`control`), so a loop body is fused like any function; other ops with
+//! regions (sort, scatter, map, …) run one op at a time on the generic
+//! evaluator. Only a function whose calls cannot be inlined runs on the
+//! generic evaluator (fast kernels) as a whole.
 //!
 //! [`Plan`] is the API (`plan`). `compile` lowers a function to a
 //! `schedule` of steps, one module per op family; `passes` rewrite the
 //! function before lowering and the steps after it; `runtime` runs the
-//! steps over a buffer pool; `fused` (elementwise loops) and `pool` (tiling
+//! steps over a buffer pool (`control` the while/case/if steps); `fused` (elementwise loops) and `pool` (tiling
 //! max-pool) are the plan's own kernels, den's fast kernels the others.
 
 mod compile;
+mod control;
 mod fused;
 mod passes;
 mod plan;

@@ -3,7 +3,7 @@
 //! per step while profiling, a one-line summary, the listing of its schedule.
 
 use crate::compile::Builder;
-use crate::passes::cse;
+use crate::passes::{cse, inline_all_calls};
 use crate::runtime::Compiled;
 use crate::schedule::Kind;
 use den::{eval_func, EvalError, EvalOptions, Value};
@@ -49,7 +49,7 @@ pub struct Plan {
 }
 
 enum Body {
-    /// Calls or captured values: the generic evaluator runs the whole function.
+    /// Calls that could not be inlined: the generic evaluator runs the whole function.
     Generic(Box<Module>),
     Compiled(Compiled),
 }
@@ -67,7 +67,10 @@ impl Plan {
         })?;
         // Refused before the plan sizes its buffers.
         den::eval::check_sizes::<f32>(module)?;
-        let deduplicated = cse::eliminate_common_subexpressions(f);
+        // JAX's exports call `@closed_call`, `@dynamic_index_in_dim`, … from
+        // loop bodies; inlined, the whole function is one schedule.
+        let inlined = inline_all_calls(module, f);
+        let deduplicated = cse::eliminate_common_subexpressions(inlined.as_ref().unwrap_or(f));
         let body = match Builder::new(&deduplicated).and_then(|b| b.build()) {
             Some(c) => Body::Compiled(c),
             None => Body::Generic(Box::new(module.clone())),
@@ -263,6 +266,43 @@ impl Plan {
             }
         }
         false
+    }
+
+    /// The same hook on the first fused loop (of at least one op) inside a
+    /// `while`/`case`/`if` region: the sub-plans' negative control.
+    #[cfg(feature = "fault-injection")]
+    pub fn perturb_first_fused_loop_in_a_region_for_tests(&mut self, delta: f32) -> bool {
+        fn inside(c: &mut Compiled, delta: f32, nested: bool) -> bool {
+            for s in &mut c.steps {
+                match &mut s.kind {
+                    Kind::Loop { prog, .. } if nested && prog.op_count() >= 1 => {
+                        prog.fault = delta;
+                        return true;
+                    }
+                    Kind::While { cond, body, .. } => {
+                        if inside(&mut cond.plan, delta, true)
+                            || inside(&mut body.plan, delta, true)
+                        {
+                            return true;
+                        }
+                    }
+                    Kind::Branch { branches, .. } => {
+                        if branches
+                            .iter_mut()
+                            .any(|b| inside(&mut b.plan, delta, true))
+                        {
+                            return true;
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            false
+        }
+        match &mut self.body {
+            Body::Compiled(c) => inside(c, delta, false),
+            Body::Generic(_) => false,
+        }
     }
 }
 

@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use std::time::Instant;
 
 /// A slot's buffer: floats (also i1 as 0/1 when a fused loop wrote it) or integers.
-enum Buf {
+pub(crate) enum Buf {
     F(Vec<f32>),
     I(Vec<i64>),
 }
@@ -30,14 +30,14 @@ const POOL_PER_LEN: usize = 64;
 
 impl Pool {
     /// A buffer of `len` elements with unspecified contents.
-    fn get(&mut self, len: usize) -> Vec<f32> {
+    pub(crate) fn get(&mut self, len: usize) -> Vec<f32> {
         self.free
             .get_mut(&len)
             .and_then(|v| v.pop())
             .unwrap_or_else(|| vec![0.0; len])
     }
 
-    fn put(&mut self, b: Buf) {
+    pub(crate) fn put(&mut self, b: Buf) {
         if let Buf::F(v) = b {
             let list = self.free.entry(v.len()).or_default();
             if list.len() < POOL_PER_LEN && !v.is_empty() {
@@ -78,6 +78,23 @@ fn to_value(b: Buf, ty: &TensorType) -> Value<f32> {
     }
 }
 
+impl Buf {
+    pub(crate) fn duplicate(&self) -> Buf {
+        match self {
+            Buf::F(d) => Buf::F(d.clone()),
+            Buf::I(d) => Buf::I(d.clone()),
+        }
+    }
+
+    /// The first element as an integer (a predicate or a branch index).
+    pub(crate) fn first_int(&self) -> Option<i64> {
+        match self {
+            Buf::F(d) => d.first().map(|&x| x as i64),
+            Buf::I(d) => d.first().copied(),
+        }
+    }
+}
+
 impl Compiled {
     pub(crate) fn run(
         &mut self,
@@ -86,18 +103,40 @@ impl Compiled {
         profile: bool,
         parallel: bool,
     ) -> Result<Vec<Value<f32>>, EvalError> {
-        let mut slots: Vec<Option<Buf>> = (0..self.n_slots).map(|_| None).collect();
-        for (v, &slot) in inputs.into_iter().zip(&self.params) {
-            slots[slot] = Some(match v {
-                Value::Float(t, e) => {
-                    let mut d = t.data;
-                    if narrow(e) {
-                        d.iter_mut().for_each(|x| *x = x.round_to(e));
+        let bufs = inputs
+            .into_iter()
+            .map(|v| {
+                Some(match v {
+                    Value::Float(t, e) => {
+                        let mut d = t.data;
+                        if narrow(e) {
+                            d.iter_mut().for_each(|x| *x = x.round_to(e));
+                        }
+                        Buf::F(d)
                     }
-                    Buf::F(d)
-                }
-                Value::Int(t, _) => Buf::I(t.data),
-            });
+                    Value::Int(t, _) => Buf::I(t.data),
+                })
+            })
+            .collect();
+        let outs = self.run_bufs(func, bufs, profile, parallel)?;
+        Ok(outs
+            .into_iter()
+            .zip(&self.outputs)
+            .map(|(b, (_, ty))| to_value(b, ty))
+            .collect())
+    }
+
+    /// Runs the schedule on buffers (`None` for a parameter it never reads).
+    pub(crate) fn run_bufs(
+        &mut self,
+        func: &str,
+        inputs: Vec<Option<Buf>>,
+        profile: bool,
+        parallel: bool,
+    ) -> Result<Vec<Buf>, EvalError> {
+        let mut slots: Vec<Option<Buf>> = (0..self.n_slots).map(|_| None).collect();
+        for (b, &slot) in inputs.into_iter().zip(&self.params) {
+            slots[slot] = b;
         }
         for &s in &self.unused_inputs {
             if let Some(b) = slots[s].take() {
@@ -106,12 +145,14 @@ impl Compiled {
         }
         for i in 0..self.steps.len() {
             let t0 = profile.then(Instant::now);
-            let step = &self.steps[i];
-            run_step(step, &mut slots, &mut self.pool, parallel).map_err(|message| EvalError {
-                func: func.to_string(),
-                op: step.op,
-                line: step.line,
-                message,
+            let step = &mut self.steps[i];
+            run_step(step, &mut slots, &mut self.pool, profile, parallel).map_err(|message| {
+                EvalError {
+                    func: func.to_string(),
+                    op: step.op,
+                    line: step.line,
+                    message,
+                }
             })?;
             if let Some(t0) = t0 {
                 let st = &mut self.stats[i];
@@ -125,14 +166,10 @@ impl Compiled {
             }
         }
         let mut out = Vec::with_capacity(self.outputs.len());
-        for (k, (slot, ty)) in self.outputs.iter().enumerate() {
+        for (k, (slot, _)) in self.outputs.iter().enumerate() {
             let again = self.outputs[k + 1..].iter().any(|(s, _)| s == slot);
             let b = if again {
-                match slots[*slot].as_ref() {
-                    Some(Buf::F(d)) => Some(Buf::F(d.clone())),
-                    Some(Buf::I(d)) => Some(Buf::I(d.clone())),
-                    None => None,
-                }
+                slots[*slot].as_ref().map(Buf::duplicate)
             } else {
                 slots[*slot].take()
             };
@@ -142,7 +179,7 @@ impl Compiled {
                 line: None,
                 message: format!("internal: output {k} was not computed"),
             })?;
-            out.push(to_value(b, ty));
+            out.push(b);
         }
         Ok(out)
     }
@@ -227,12 +264,38 @@ fn loop_inputs<'s>(
 
 /// Runs one step: its operands from `slots`, its results into them.
 fn run_step(
-    step: &Step,
+    step: &mut Step,
     slots: &mut [Option<Buf>],
     pool: &mut Pool,
+    profile: bool,
     parallel: bool,
 ) -> Result<(), String> {
+    // Control steps run their sub-plans (which keep pools and step times).
+    match &mut step.kind {
+        Kind::While {
+            cond,
+            body,
+            state,
+            captured,
+            results,
+        } => {
+            let run = crate::control::Run { profile, parallel };
+            return run.run_while(cond, body, state, captured, results, slots);
+        }
+        Kind::Branch {
+            selector,
+            is_if,
+            branches,
+            captured,
+            results,
+        } => {
+            let run = crate::control::Run { profile, parallel };
+            return run.run_branch(*selector, *is_if, branches, captured, results, slots);
+        }
+        _ => {}
+    }
     match &step.kind {
+        Kind::While { .. } | Kind::Branch { .. } => {}
         Kind::Const { out, data } => {
             slots[*out] = Some(match data {
                 ConstData::F(d) => {

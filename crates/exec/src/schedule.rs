@@ -4,6 +4,7 @@
 
 use crate::fused::{Merged, Program};
 use crate::pool;
+use crate::runtime::Compiled;
 use den::fast::ReduceKind;
 use ir::{ConvAttrs, DotDims, ElemType, Module, ScatterWindowAttrs, TensorType, WindowAttrs};
 
@@ -105,6 +106,43 @@ pub(crate) enum Kind {
         operands: Vec<(usize, TensorType)>,
         results: Vec<usize>,
     },
+    /// `while`: `cond` then `body` on the loop state until `cond` is false.
+    While {
+        cond: Box<SubPlan>,
+        body: Box<SubPlan>,
+        /// The initial loop state.
+        state: Vec<usize>,
+        /// Outer values the regions read.
+        captured: Vec<usize>,
+        results: Vec<usize>,
+    },
+    /// `case` (branch `selector`, the last one when out of range) and `if`
+    /// (region 0 when the selector is true, else region 1).
+    Branch {
+        selector: usize,
+        is_if: bool,
+        branches: Vec<SubPlan>,
+        captured: Vec<usize>,
+        results: Vec<usize>,
+    },
+}
+
+/// A region of `while`/`case`/`if` compiled into its own schedule: its
+/// parameters are the region's arguments followed by the outer values it
+/// reads; `args` says where each comes from.
+pub(crate) struct SubPlan {
+    pub plan: Compiled,
+    pub args: Vec<SubArg>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum SubArg {
+    /// Region argument `k` (the loop state's `k`-th value).
+    State(usize),
+    /// The control step's `k`-th captured outer value.
+    Captured(usize),
+    /// A parameter the region never reads (nothing is passed).
+    Unused,
 }
 
 #[derive(Clone)]
@@ -139,6 +177,14 @@ impl Kind {
                 ..
             } => [vec![operand.0, source.0], init(i)].concat(),
             Kind::Generic { operands, .. } => operands.iter().map(|o| o.0).collect(),
+            Kind::While {
+                state, captured, ..
+            } => state.iter().chain(captured).copied().collect(),
+            Kind::Branch {
+                selector, captured, ..
+            } => std::iter::once(*selector)
+                .chain(captured.iter().copied())
+                .collect(),
         }
     }
 
@@ -152,7 +198,9 @@ impl Kind {
             | Kind::Window { out, .. }
             | Kind::Scatter { out, .. } => vec![*out],
             Kind::Reduce { outs, .. } => outs.iter().map(|o| o.slot).collect(),
-            Kind::Generic { results, .. } => results.clone(),
+            Kind::Generic { results, .. }
+            | Kind::While { results, .. }
+            | Kind::Branch { results, .. } => results.clone(),
         }
     }
 }

@@ -2,10 +2,13 @@
 //! expressions until something needs their values in memory, then become
 //! one fused loop; reshapes share their operand's slot and transposes,
 //! reversals and broadcasts are strided views of it; the heavy ops become
-//! kernel steps; an op with no step runs alone on the generic evaluator, and
-//! a function with calls or regions that read outer values is not lowered at
-//! all. One module per op family; `liveness` finishes the schedule.
+//! kernel steps; `while`/`case`/`if` run their regions as sub-plans
+//! (`control`); an op with no step runs alone on the generic evaluator (with
+//! the outer values its regions read), and a function with calls is not
+//! lowered at all (`Plan::compile` inlines them first). One module per op
+//! family; `liveness` finishes the schedule.
 
+mod control;
 mod elementwise;
 mod expr;
 mod kernels;
@@ -43,7 +46,7 @@ pub(crate) struct Builder<'f> {
 }
 
 /// Ids defined inside a block (its arguments and every nested result).
-fn defined_in(b: &Block, out: &mut Vec<ValueId>) {
+pub(crate) fn defined_in(b: &Block, out: &mut Vec<ValueId>) {
     out.extend(b.args.iter().map(|a| a.0));
     for op in &b.ops {
         out.extend(op.results.iter().map(|r| r.0));
@@ -55,7 +58,8 @@ fn defined_in(b: &Block, out: &mut Vec<ValueId>) {
 
 /// Whether `op` is a call or holds one in its regions (a JAX `while` body
 /// calls `@closed_call`): a one-op generic step carries no callees, so such a
-/// function runs whole on the generic evaluator.
+/// function (one `passes::inline` could not flatten) runs whole on the generic
+/// evaluator.
 fn calls_a_function(op: &Op) -> bool {
     matches!(op.kind, OpKind::Call { .. })
         || op
@@ -110,13 +114,11 @@ impl<'f> Builder<'f> {
             if calls_a_function(op) {
                 return None;
             }
-            if !op.regions.iter().all(closed) {
-                return None;
-            }
             for r in &op.results {
                 types[r.0.index()] = Some(r.1.clone());
             }
-            for v in &op.operands {
+            // Outer values a region reads are operands of its step.
+            for v in op.operands.iter().chain(&control::captured_by(op)) {
                 *uses.get_mut(v.index())? += 1;
                 if matches!(op.kind, OpKind::FuncReturn) {
                     is_output[v.index()] = true;
@@ -313,6 +315,9 @@ impl<'f> Builder<'f> {
             .iter()
             .map(|&v| self.ty(v).cloned())
             .collect::<Option<_>>()?;
+        if let OpKind::While | OpKind::Case | OpKind::If = op.kind {
+            return self.control(op);
+        }
         if op.results.len() != 1 {
             if let OpKind::AllReduce { .. } = op.kind {
                 return self.all_reduce(op);
@@ -370,10 +375,11 @@ impl<'f> Builder<'f> {
         }
     }
 
-    /// Plans `op` alone on the generic evaluator.
+    /// Plans `op` alone on the generic evaluator; the outer values its
+    /// regions read become parameters of its one-op function.
     fn generic(&mut self, op: &Op) -> Option<()> {
         let mut ids: Vec<ValueId> = Vec::new();
-        for &v in &op.operands {
+        for &v in op.operands.iter().chain(&control::captured_by(op)) {
             if !ids.contains(&v) {
                 ids.push(v);
             }
