@@ -4,6 +4,7 @@
 //! never defaults.
 
 pub mod blocks;
+pub mod blocks_mobile;
 pub mod combinators;
 pub mod emit;
 pub mod layer;
