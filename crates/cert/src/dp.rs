@@ -21,6 +21,7 @@
 //! argument, so they must hold with zero residual. f64 and f32 (native fast
 //! kernels) give the rounding-level residuals.
 
+use layers::net::{BatchNormSpec};
 use crate::step::{as_values, sample, StepTieOptions};
 use crate::tie::{multi_index, Verdict};
 use den::{eval_func, eval_replicas, EvalOptions, Exact, NotExact, Scalar, Tensor, Value};
@@ -138,10 +139,10 @@ fn has_batch_bn(net: &NetSpec) -> bool {
     net.layers.iter().any(|(_, l)| {
         matches!(
             l,
-            LayerSpec::BatchNorm {
+            LayerSpec::BatchNorm(BatchNormSpec {
                 world: BnWorld::Batch,
                 ..
-            }
+            })
         )
     })
 }

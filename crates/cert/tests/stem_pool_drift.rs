@@ -14,6 +14,7 @@
 
 mod common;
 
+use layers::net::{Conv2dSpec, BatchNormSpec, MaxPoolSpec, DenseSpec, BasicBlockSpec, ReluSpec, GlobalAvgPoolSpec};
 use cert::net::forward_segments;
 use cert::{certify_layer, certify_net, net_tie_options};
 use common::refuted_block;
@@ -47,41 +48,41 @@ fn stem_net(pool: (i64, i64, i64), form: PoolBackward) -> NetSpec {
         layers: vec![
             l(
                 "stem.conv",
-                LayerSpec::Conv2d {
+                LayerSpec::Conv2d(Conv2dSpec {
                     k: 7,
                     stride: 2,
                     padding: Padding::Symmetric,
                     out_ch: 8,
                     bias: false,
-                },
+                }),
             ),
-            l("stem.bn", LayerSpec::BatchNorm { world, eps: 1e-5 }),
+            l("stem.bn", LayerSpec::BatchNorm(BatchNormSpec { world, eps: 1e-5 })),
             l(
                 "stem.pool",
-                LayerSpec::MaxPool {
+                LayerSpec::MaxPool(MaxPoolSpec {
                     window,
                     stride,
                     pad,
-                },
+                }),
             ),
-            l("stem.relu", LayerSpec::Relu),
+            l("stem.relu", LayerSpec::Relu(ReluSpec {})),
             l(
                 "stage1.block1",
-                LayerSpec::BasicBlock {
+                LayerSpec::BasicBlock(BasicBlockSpec {
                     out_ch: 8,
                     stride: 1,
                     project: false,
                     world,
                     eps: 1e-5,
-                },
+                }),
             ),
-            l("gap", LayerSpec::GlobalAvgPool),
+            l("gap", LayerSpec::GlobalAvgPool(GlobalAvgPoolSpec {})),
             l(
                 "fc",
-                LayerSpec::Dense {
+                LayerSpec::Dense(DenseSpec {
                     out_f: 4,
                     bias: true,
-                },
+                }),
             ),
         ],
         label_smoothing: None,

@@ -7,6 +7,7 @@
 //! counts are written out from the architecture by hand, and a stale
 //! top-level-only walker (reimplemented here) shows the counts discriminate.
 
+use layers::net::{BatchNormSpec};
 use ir::{Func, OpKind, ValueId};
 use layers::net::{resnet34, resnet34_width, resnet50_width, LayerSpec, NetSpec};
 use layers::ops::norm::BnWorld;
@@ -51,10 +52,10 @@ fn stale_top_level_bns(net: &NetSpec) -> Vec<String> {
         .filter(|(_, l)| {
             matches!(
                 l,
-                LayerSpec::BatchNorm {
+                LayerSpec::BatchNorm(BatchNormSpec {
                     world: BnWorld::Batch,
                     ..
-                }
+                })
             )
         })
         .map(|(n, _)| n.clone())

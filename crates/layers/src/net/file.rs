@@ -1,7 +1,7 @@
 //! The file form of a NetSpec (README "Declaring a net"): TOML or JSON text
 //! read into a checked NetSpec, with errors that name the file, line and layer.
 
-use super::{by_name, catalog, LayerSpec, NetSpec};
+use super::*;
 use crate::ops::conv::Padding;
 use crate::ops::norm::BnWorld;
 use crate::ops::pool::PoolBackward;
@@ -108,7 +108,7 @@ impl LayerFile {
             return Err(format!("`{f}` does not apply to {:?}", self.op));
         }
         Ok(match self.op {
-            OpFile::Conv2d => LayerSpec::Conv2d {
+            OpFile::Conv2d => LayerSpec::Conv2d(Conv2dSpec {
                 k: need(self.k, "k")?,
                 stride: need(self.stride, "stride")?,
                 padding: match self
@@ -120,8 +120,8 @@ impl LayerFile {
                 },
                 out_ch: need(self.out_ch, "out_ch")?,
                 bias: self.bias.ok_or("needs `bias`")?,
-            },
-            OpFile::BatchNorm => LayerSpec::BatchNorm {
+            }),
+            OpFile::BatchNorm => LayerSpec::BatchNorm(BatchNormSpec {
                 world: match self
                     .world
                     .ok_or("needs `world` (per_example, batch or eval)")?
@@ -131,19 +131,19 @@ impl LayerFile {
                     WorldFile::Eval => BnWorld::Eval,
                 },
                 eps: self.eps.ok_or("needs `eps`")?,
-            },
-            OpFile::Relu => LayerSpec::Relu,
-            OpFile::MaxPool => LayerSpec::MaxPool {
+            }),
+            OpFile::Relu => LayerSpec::Relu(ReluSpec {}),
+            OpFile::MaxPool => LayerSpec::MaxPool(MaxPoolSpec {
                 window: need(self.window, "window")?,
                 stride: need(self.stride, "stride")?,
                 pad: need(self.pad, "pad")?,
-            },
-            OpFile::GlobalAvgPool => LayerSpec::GlobalAvgPool,
-            OpFile::Flatten => LayerSpec::Flatten,
-            OpFile::Dense => LayerSpec::Dense {
+            }),
+            OpFile::GlobalAvgPool => LayerSpec::GlobalAvgPool(GlobalAvgPoolSpec {}),
+            OpFile::Flatten => LayerSpec::Flatten(FlattenSpec {}),
+            OpFile::Dense => LayerSpec::Dense(DenseSpec {
                 out_f: need(self.out_f, "out_f")?,
                 bias: self.bias.ok_or("needs `bias`")?,
-            },
+            }),
         })
     }
 }
@@ -281,11 +281,11 @@ mod tests {
         assert_eq!(net.param_count().unwrap(), (12, 1028));
         assert!(net.layers.contains(&(
             "stage2.pool".into(),
-            LayerSpec::MaxPool {
+            LayerSpec::MaxPool(MaxPoolSpec {
                 window: 3,
                 stride: 2,
                 pad: 1
-            }
+            })
         )));
     }
 
