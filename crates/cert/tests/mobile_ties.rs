@@ -9,18 +9,14 @@ mod common;
 
 use cert::{certify_layer, TieOptions, TieReport};
 use ir::TensorType;
-use layers::blocks::BlockNorm;
 use layers::blocks_mobile::{
-    Activation, ConvBnAct, FusedMbConv, InvertedResidual, MbConvSe, MobileBlock, SkipRule, Uib,
+    Activation, ConvBnActSpec, FusedMbConvSpec, InvertedResidualSpec, MbConvSeSpec, MobileBlock,
+    SkipRule, UibSpec,
 };
 use layers::ops::conv::Padding;
 use layers::ops::norm::BnWorld;
 use layers::CertLayer;
 
-const NORM: BlockNorm = BlockNorm {
-    world: BnWorld::Batch,
-    eps: 1e-5,
-};
 const SKIP: SkipRule = SkipRule::IdentityWhenShapeKept;
 const XLA: Padding = Padding::XlaSame;
 
@@ -56,8 +52,8 @@ fn ties_at_every_batch(block: &MobileBlock, ch: i64, sizes: [(i64, i64); 3]) -> 
 
 const SIZES: [(i64, i64); 3] = [(6, 4), (4, 6), (8, 6)];
 
-fn inverted(expand: i64, k: i64, stride: i64, out_ch: i64) -> InvertedResidual {
-    InvertedResidual {
+fn inverted(expand: i64, k: i64, stride: i64, out_ch: i64) -> InvertedResidualSpec {
+    InvertedResidualSpec {
         expand,
         k,
         stride,
@@ -65,7 +61,8 @@ fn inverted(expand: i64, k: i64, stride: i64, out_ch: i64) -> InvertedResidual {
         out_ch,
         act: Activation::Relu6,
         skip: SKIP,
-        norm: NORM,
+        world: BnWorld::Batch,
+        eps: 1e-5,
     }
 }
 
@@ -73,13 +70,14 @@ fn inverted(expand: i64, k: i64, stride: i64, out_ch: i64) -> InvertedResidual {
 fn conv_bn_act_stages_tie() {
     // The XLA-SAME strided stem and a 1×1 head stage, in each activation.
     for act in [Activation::Relu6, Activation::Swish, Activation::Relu] {
-        let stem = ConvBnAct {
+        let stem = ConvBnActSpec {
             k: 3,
             stride: 2,
             padding: XLA,
             out_ch: 3,
             act,
-            norm: NORM,
+            world: BnWorld::Batch,
+            eps: 1e-5,
         }
         .build(2)
         .unwrap();
@@ -90,13 +88,14 @@ fn conv_bn_act_stages_tie() {
             Activation::Swish => &[],
         };
         assert_eq!(site_names(&r), want);
-        let head = ConvBnAct {
+        let head = ConvBnActSpec {
             k: 1,
             stride: 1,
             padding: XLA,
             out_ch: 4,
             act,
-            norm: NORM,
+            world: BnWorld::Batch,
+            eps: 1e-5,
         }
         .build(3)
         .unwrap();
@@ -124,14 +123,14 @@ fn inverted_residual_blocks_tie() {
         }
         assert_eq!(site_names(&r), want, "{}", block.label);
         let bns = if spec.expand == 1 { 2 } else { 3 };
-        assert_eq!(block.bns.len(), bns);
+        assert_eq!(block.batch_norms().len(), bns);
         assert_eq!(r.blocks, 1 + 3 * bns, "dx, then per BN its conv, γ and β");
     }
 }
 
 #[test]
 fn mbconv_se_blocks_tie() {
-    let mb = |expand, k, stride, out_ch| MbConvSe {
+    let mb = |expand, k, stride, out_ch| MbConvSeSpec {
         expand,
         k,
         stride,
@@ -140,7 +139,8 @@ fn mbconv_se_blocks_tie() {
         act: Activation::Swish,
         se_divisor: 4,
         skip: SKIP,
-        norm: NORM,
+        world: BnWorld::Batch,
+        eps: 1e-5,
     };
     let cases = [
         (mb(1, 3, 1, 4), 4, true),
@@ -164,7 +164,7 @@ fn mbconv_se_blocks_tie() {
 
 #[test]
 fn fused_mbconv_blocks_tie() {
-    let fused = |expand, k, stride, out_ch| FusedMbConv {
+    let fused = |expand, k, stride, out_ch| FusedMbConvSpec {
         expand,
         k,
         stride,
@@ -172,7 +172,8 @@ fn fused_mbconv_blocks_tie() {
         out_ch,
         act: Activation::Swish,
         skip: SKIP,
-        norm: NORM,
+        world: BnWorld::Batch,
+        eps: 1e-5,
     };
     let cases = [
         (fused(4, 3, 2, 3), 2, false),
@@ -189,7 +190,7 @@ fn fused_mbconv_blocks_tie() {
 
 #[test]
 fn uib_blocks_tie_in_all_four_forms() {
-    let uib = |pre, post, stride, out_ch| Uib {
+    let uib = |pre, post, stride, out_ch| UibSpec {
         pre_dw_k: pre,
         post_dw_k: post,
         expand: 2,
@@ -198,7 +199,8 @@ fn uib_blocks_tie_in_all_four_forms() {
         out_ch,
         act: Activation::Relu,
         skip: SKIP,
-        norm: NORM,
+        world: BnWorld::Batch,
+        eps: 1e-5,
     };
     // ExtraDW strided (3, 5) and with the skip (5, 3); IB strided in the
     // post-DW; ConvNeXt-like; FFN.
@@ -214,7 +216,7 @@ fn uib_blocks_tie_in_all_four_forms() {
     for (spec, skip, bns) in cases {
         let block = spec.build(2).unwrap();
         assert_eq!(block.skip, skip, "{}", block.label);
-        assert_eq!(block.bns.len(), bns, "{}", block.label);
+        assert_eq!(block.batch_norms().len(), bns, "{}", block.label);
         let r = ties_at_every_batch(&block, 2, SIZES);
         let mut want = Vec::new();
         if spec.pre_dw_k > 0 {

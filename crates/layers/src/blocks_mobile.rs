@@ -13,17 +13,20 @@
 //! `pre_dw…` / `post_dw…`), which scopes their parameters
 //! (`blocks.7.dw.W`) and kink sites (`blocks.7.dw_act.relu6_upper`).
 
-use crate::blocks::{BlockBn, BlockNorm};
+use crate::blocks::BlockNorm;
 use crate::combinators::{Chain, Residual};
 use crate::emit::EmitResult;
-use crate::layer::{CertLayer, Grads, LayerError, ParamSpec, Saved, Sites};
+use crate::layer::{BlockBn, CertLayer, Grads, LayerError, ParamSpec, Saved, Sites};
 use crate::ops::activation::{Relu, Relu6, Swish};
 use crate::ops::conv::{Conv2d, DepthwiseConv2d, Padding};
+use crate::ops::norm::BnWorld;
 use crate::ops::se::SqueezeExcite;
 use ir::{FuncBuilder, TensorType, ValueId};
+use serde::{Deserialize, Serialize};
 
 /// The pointwise nonlinearity of a block's stages.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Activation {
     /// `max(x, 0)` (MobileNetV4).
     Relu,
@@ -53,7 +56,8 @@ impl Activation {
 }
 
 /// When a block adds its input to its output.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum SkipRule {
     /// An identity skip iff the block keeps the shape: stride 1 and equal
     /// input and output channels (MobileNetV2, EfficientNet, MobileNetV4).
@@ -68,17 +72,15 @@ impl SkipRule {
     }
 }
 
-/// A built block: its main chain, plain or inside an identity skip, and its
-/// batch norms. Its `Saved` is the body's own (a Chain's: one child per
-/// layer; a Residual's: `[chain]`), so `bns` paths index it directly.
+/// A built block: its main chain, plain or inside an identity skip. Its
+/// `Saved` is the body's own (a Chain's: one child per layer; a Residual's:
+/// `[chain]`), so the body's batch-norm paths index it directly.
 pub struct MobileBlock {
     /// The block's kind and configuration in words.
     pub label: String,
     pub body: Box<dyn CertLayer>,
     /// Whether `body` is the main chain inside an identity skip.
     pub skip: bool,
-    /// Its batch norms in parameter order, paths into the body's `Saved`.
-    pub bns: Vec<BlockBn>,
 }
 
 /// Replaces a block's layer while it is built: `(layer name, layer) → layer`.
@@ -89,7 +91,6 @@ pub type LayerSwap<'a> = &'a mut dyn FnMut(&str, Box<dyn CertLayer>) -> Box<dyn 
 /// A block's main chain as it is assembled.
 struct Stages<'a> {
     chain: Chain,
-    bns: Vec<(String, i64, usize)>,
     norm: BlockNorm,
     swap: LayerSwap<'a>,
 }
@@ -98,7 +99,6 @@ impl<'a> Stages<'a> {
     fn new(norm: BlockNorm, swap: LayerSwap<'a>) -> Self {
         Stages {
             chain: Chain::new(),
-            bns: Vec::new(),
             norm,
             swap,
         }
@@ -135,7 +135,6 @@ impl<'a> Stages<'a> {
     }
 
     fn bn(&mut self, name: &str, ch: i64) {
-        self.bns.push((name.into(), ch, self.chain.layers.len()));
         let bn = self.norm.bn(ch);
         self.push(name, Box::new(bn));
     }
@@ -159,16 +158,6 @@ impl<'a> Stages<'a> {
 
     /// The block, with an identity skip around the chain when `skip`.
     fn finish(self, label: String, skip: bool) -> MobileBlock {
-        let lead = if skip { vec![0] } else { Vec::new() };
-        let bns = self
-            .bns
-            .into_iter()
-            .map(|(name, ch, i)| {
-                let mut path = lead.clone();
-                path.push(i);
-                BlockBn { name, ch, path }
-            })
-            .collect();
         let body: Box<dyn CertLayer> = if skip {
             Box::new(Residual {
                 body: Box::new(self.chain),
@@ -176,12 +165,7 @@ impl<'a> Stages<'a> {
         } else {
             Box::new(self.chain)
         };
-        MobileBlock {
-            label,
-            body,
-            skip,
-            bns,
-        }
+        MobileBlock { label, body, skip }
     }
 }
 
@@ -192,14 +176,11 @@ fn check_positive(what: &str, fields: &[(&str, i64)]) -> Result<(), LayerError> 
     }
 }
 
-fn check_eps(what: &str, norm: BlockNorm) -> Result<(), LayerError> {
-    if norm.eps > 0.0 && norm.eps.is_finite() {
+fn check_eps(what: &str, eps: f64) -> Result<(), LayerError> {
+    if eps > 0.0 && eps.is_finite() {
         Ok(())
     } else {
-        Err(LayerError(format!(
-            "{what}: eps must be > 0, got {}",
-            norm.eps
-        )))
+        Err(LayerError(format!("{what}: eps must be > 0, got {eps}")))
     }
 }
 
@@ -213,17 +194,27 @@ fn skip_word(skip: bool) -> &'static str {
 
 /// conv k×k/`stride` → BN → activation, bias-free: the nets' stems and
 /// 1×1 heads (MobileNetV4's head is two of them).
-#[derive(Clone, Debug, PartialEq)]
-pub struct ConvBnAct {
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConvBnActSpec {
     pub k: i64,
     pub stride: i64,
     pub padding: Padding,
     pub out_ch: i64,
     pub act: Activation,
-    pub norm: BlockNorm,
+    pub world: BnWorld,
+    pub eps: f64,
 }
 
-impl ConvBnAct {
+impl ConvBnActSpec {
+    /// The block's BN conventions.
+    pub fn norm(&self) -> BlockNorm {
+        BlockNorm {
+            world: self.world,
+            eps: self.eps,
+        }
+    }
+
     pub fn build(&self, in_ch: i64) -> Result<MobileBlock, LayerError> {
         self.build_with(in_ch, &mut |_, l| l)
     }
@@ -239,8 +230,8 @@ impl ConvBnAct {
                 ("out_ch", self.out_ch),
             ],
         )?;
-        check_eps(what, self.norm)?;
-        let mut s = Stages::new(self.norm, swap);
+        check_eps(what, self.eps)?;
+        let mut s = Stages::new(self.norm(), swap);
         s.conv(
             "conv",
             self.k,
@@ -265,8 +256,9 @@ impl ConvBnAct {
 /// MobileNetV2's inverted residual: [expand 1×1 → BN → act, omitted at
 /// `expand` 1] → depthwise k×k/`stride` → BN → act → project 1×1 → BN
 /// (linear), + skip by `skip`.
-#[derive(Clone, Debug, PartialEq)]
-pub struct InvertedResidual {
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InvertedResidualSpec {
     /// The expansion ratio t: the hidden width is t·in.
     pub expand: i64,
     pub k: i64,
@@ -276,10 +268,19 @@ pub struct InvertedResidual {
     pub out_ch: i64,
     pub act: Activation,
     pub skip: SkipRule,
-    pub norm: BlockNorm,
+    pub world: BnWorld,
+    pub eps: f64,
 }
 
-impl InvertedResidual {
+impl InvertedResidualSpec {
+    /// The block's BN conventions.
+    pub fn norm(&self) -> BlockNorm {
+        BlockNorm {
+            world: self.world,
+            eps: self.eps,
+        }
+    }
+
     pub fn build(&self, in_ch: i64) -> Result<MobileBlock, LayerError> {
         self.build_with(in_ch, &mut |_, l| l)
     }
@@ -295,9 +296,9 @@ impl InvertedResidual {
                 ("out_ch", self.out_ch),
             ],
         )?;
-        check_eps(what, self.norm)?;
+        check_eps(what, self.eps)?;
         let mid = in_ch * self.expand;
-        let mut s = Stages::new(self.norm, swap);
+        let mut s = Stages::new(self.norm(), swap);
         if self.expand != 1 {
             s.conv_bn_act("expand", (1, 1, self.padding), (in_ch, mid), self.act);
         }
@@ -325,8 +326,9 @@ impl InvertedResidual {
 /// depthwise k×k/`stride` → BN → act → squeeze-excite (reduced width =
 /// block input channels / `se_divisor`, at least 1) → project 1×1 → BN, +
 /// skip by `skip`.
-#[derive(Clone, Debug, PartialEq)]
-pub struct MbConvSe {
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MbConvSeSpec {
     pub expand: i64,
     pub k: i64,
     pub stride: i64,
@@ -337,10 +339,19 @@ pub struct MbConvSe {
     /// (REFERENCE §2.14: 4), not of the expanded width.
     pub se_divisor: i64,
     pub skip: SkipRule,
-    pub norm: BlockNorm,
+    pub world: BnWorld,
+    pub eps: f64,
 }
 
-impl MbConvSe {
+impl MbConvSeSpec {
+    /// The block's BN conventions.
+    pub fn norm(&self) -> BlockNorm {
+        BlockNorm {
+            world: self.world,
+            eps: self.eps,
+        }
+    }
+
     pub fn build(&self, in_ch: i64) -> Result<MobileBlock, LayerError> {
         self.build_with(in_ch, &mut |_, l| l)
     }
@@ -357,10 +368,10 @@ impl MbConvSe {
                 ("se_divisor", self.se_divisor),
             ],
         )?;
-        check_eps(what, self.norm)?;
+        check_eps(what, self.eps)?;
         let mid = in_ch * self.expand;
         let reduced = (in_ch / self.se_divisor).max(1);
-        let mut s = Stages::new(self.norm, swap);
+        let mut s = Stages::new(self.norm(), swap);
         if self.expand != 1 {
             s.conv_bn_act("expand", (1, 1, self.padding), (in_ch, mid), self.act);
         }
@@ -388,8 +399,9 @@ impl MbConvSe {
 /// The fused-MBConv: conv k×k/`stride` (in → t·in) → BN → act → project 1×1
 /// → BN, + skip by `skip`; at `expand` 1 the k×k conv maps straight to
 /// `out_ch` (conv → BN → act, no projection).
-#[derive(Clone, Debug, PartialEq)]
-pub struct FusedMbConv {
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FusedMbConvSpec {
     pub expand: i64,
     pub k: i64,
     pub stride: i64,
@@ -397,10 +409,19 @@ pub struct FusedMbConv {
     pub out_ch: i64,
     pub act: Activation,
     pub skip: SkipRule,
-    pub norm: BlockNorm,
+    pub world: BnWorld,
+    pub eps: f64,
 }
 
-impl FusedMbConv {
+impl FusedMbConvSpec {
+    /// The block's BN conventions.
+    pub fn norm(&self) -> BlockNorm {
+        BlockNorm {
+            world: self.world,
+            eps: self.eps,
+        }
+    }
+
     pub fn build(&self, in_ch: i64) -> Result<MobileBlock, LayerError> {
         self.build_with(in_ch, &mut |_, l| l)
     }
@@ -416,8 +437,8 @@ impl FusedMbConv {
                 ("out_ch", self.out_ch),
             ],
         )?;
-        check_eps(what, self.norm)?;
-        let mut s = Stages::new(self.norm, swap);
+        check_eps(what, self.eps)?;
+        let mut s = Stages::new(self.norm(), swap);
         let conv = (self.k, self.stride, self.padding);
         let mid = if self.expand == 1 {
             s.conv_bn_act("fused", conv, (in_ch, self.out_ch), self.act);
@@ -450,8 +471,9 @@ impl FusedMbConv {
 /// that DW (ExtraDW: both; IB: post only; ConvNeXt-like: pre only; FFN:
 /// neither). The stride sits in the pre-DW if present, else in the post-DW;
 /// a strided FFN is rejected.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Uib {
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UibSpec {
     /// The pre-DW kernel, 0 for none.
     pub pre_dw_k: i64,
     /// The post-DW kernel, 0 for none.
@@ -462,10 +484,19 @@ pub struct Uib {
     pub out_ch: i64,
     pub act: Activation,
     pub skip: SkipRule,
-    pub norm: BlockNorm,
+    pub world: BnWorld,
+    pub eps: f64,
 }
 
-impl Uib {
+impl UibSpec {
+    /// The block's BN conventions.
+    pub fn norm(&self) -> BlockNorm {
+        BlockNorm {
+            world: self.world,
+            eps: self.eps,
+        }
+    }
+
     pub fn build(&self, in_ch: i64) -> Result<MobileBlock, LayerError> {
         self.build_with(in_ch, &mut |_, l| l)
     }
@@ -493,14 +524,14 @@ impl Uib {
                 self.stride
             )));
         }
-        check_eps(what, self.norm)?;
+        check_eps(what, self.eps)?;
         let mid = in_ch * self.expand;
         let (pre_stride, post_stride) = if self.pre_dw_k > 0 {
             (self.stride, 1)
         } else {
             (1, self.stride)
         };
-        let mut s = Stages::new(self.norm, swap);
+        let mut s = Stages::new(self.norm(), swap);
         if self.pre_dw_k > 0 {
             s.dw("pre_dw", self.pre_dw_k, pre_stride, self.padding, in_ch);
             s.bn("pre_dw_bn", in_ch);
@@ -540,6 +571,9 @@ impl CertLayer for MobileBlock {
     fn params(&self, input: &TensorType) -> Vec<ParamSpec> {
         self.body.params(input)
     }
+    fn batch_norms(&self) -> Vec<BlockBn> {
+        self.body.batch_norms()
+    }
     fn forward(
         &self,
         fb: &mut FuncBuilder,
@@ -564,12 +598,6 @@ impl CertLayer for MobileBlock {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ops::norm::BnWorld;
-
-    const NORM: BlockNorm = BlockNorm {
-        world: BnWorld::Batch,
-        eps: 1e-5,
-    };
 
     fn names(b: &MobileBlock, input: &[i64]) -> Vec<String> {
         b.params(&TensorType::f32(input.to_vec()))
@@ -580,7 +608,7 @@ mod tests {
 
     #[test]
     fn inverted_residual_skips_only_when_the_shape_is_kept() {
-        let ir = |stride, out_ch| InvertedResidual {
+        let ir = |stride, out_ch| InvertedResidualSpec {
             expand: 6,
             k: 3,
             stride,
@@ -588,12 +616,13 @@ mod tests {
             out_ch,
             act: Activation::Relu6,
             skip: SkipRule::IdentityWhenShapeKept,
-            norm: NORM,
+            world: BnWorld::Batch,
+            eps: 1e-5,
         };
         assert!(ir(1, 4).build(4).unwrap().skip);
         assert!(!ir(2, 4).build(4).unwrap().skip);
         assert!(!ir(1, 8).build(4).unwrap().skip);
-        let never = InvertedResidual {
+        let never = InvertedResidualSpec {
             skip: SkipRule::Never,
             ..ir(1, 4)
         };
@@ -614,10 +643,11 @@ mod tests {
             ]
         );
         // Paths go through the Residual's one child.
-        assert_eq!(b.bns[0].path, [0, 1]);
-        assert_eq!(b.bns[2].path, [0, 7]);
+        assert_eq!(b.batch_norms()[0].path, [0, 1]);
+        assert_eq!(b.batch_norms()[2].path, [0, 7]);
+        assert_eq!(b.batch_norms()[2].name, "project_bn");
         // t = 1: no expand stage.
-        let t1 = InvertedResidual {
+        let t1 = InvertedResidualSpec {
             expand: 1,
             ..ir(1, 2)
         };
@@ -626,7 +656,7 @@ mod tests {
 
     #[test]
     fn uib_places_the_stride_and_omits_absent_depthwise_convs() {
-        let uib = |pre, post, stride| Uib {
+        let uib = |pre, post, stride| UibSpec {
             pre_dw_k: pre,
             post_dw_k: post,
             expand: 2,
@@ -635,16 +665,17 @@ mod tests {
             out_ch: 6,
             act: Activation::Relu,
             skip: SkipRule::IdentityWhenShapeKept,
-            norm: NORM,
+            world: BnWorld::Batch,
+            eps: 1e-5,
         };
         let input = TensorType::f32(vec![1, 3, 8, 6]);
-        let out = |b: &Uib| b.build(3).unwrap().output_type(&input).unwrap().shape;
+        let out = |b: &UibSpec| b.build(3).unwrap().output_type(&input).unwrap().shape;
         assert_eq!(out(&uib(3, 5, 2)), [1, 6, 4, 3]);
         assert_eq!(out(&uib(0, 5, 2)), [1, 6, 4, 3]);
         assert_eq!(out(&uib(0, 0, 1)), [1, 6, 8, 6]);
         let ffn = uib(0, 0, 1).build(3).unwrap();
-        assert_eq!(ffn.bns.len(), 2);
-        assert_eq!(uib(3, 3, 1).build(3).unwrap().bns.len(), 4);
+        assert_eq!(ffn.batch_norms().len(), 2);
+        assert_eq!(uib(3, 3, 1).build(3).unwrap().batch_norms().len(), 4);
         let e = uib(0, 0, 2).build(3).err().unwrap();
         assert!(e.0.contains("needs a depthwise conv"), "{e}");
         let e = uib(-1, 0, 1).build(3).err().unwrap();
@@ -653,7 +684,7 @@ mod tests {
 
     #[test]
     fn mbconv_se_reduces_from_the_block_input() {
-        let b = MbConvSe {
+        let b = MbConvSeSpec {
             expand: 6,
             k: 5,
             stride: 2,
@@ -662,14 +693,15 @@ mod tests {
             act: Activation::Swish,
             se_divisor: 4,
             skip: SkipRule::IdentityWhenShapeKept,
-            norm: NORM,
+            world: BnWorld::Batch,
+            eps: 1e-5,
         }
         .build(8)
         .unwrap();
         let ps = b.params(&TensorType::f32(vec![1, 8, 8, 8]));
         let w1 = ps.iter().find(|p| p.name == "se.W1").unwrap();
         assert_eq!(w1.ty.shape, [48, 2], "C = 6·8 expanded, r = 8/4");
-        let bad = MbConvSe {
+        let bad = MbConvSeSpec {
             expand: 6,
             k: 5,
             stride: 2,
@@ -678,10 +710,8 @@ mod tests {
             act: Activation::Swish,
             se_divisor: 4,
             skip: SkipRule::IdentityWhenShapeKept,
-            norm: BlockNorm {
-                world: BnWorld::Batch,
-                eps: 0.0,
-            },
+            world: BnWorld::Batch,
+            eps: 0.0,
         };
         assert!(bad.build(8).err().unwrap().0.contains("eps must be > 0"));
     }

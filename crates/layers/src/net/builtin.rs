@@ -243,12 +243,18 @@ pub fn catalog() -> Vec<NetSpec> {
         resnet50(10, (224, 224)),
         resnet50(1000, (224, 224)),
     ]
+    .into_iter()
+    .chain(super::mobile::catalog())
+    .collect()
 }
 
 /// A built-in net by name. ResNets also take any class count and input size
 /// in the naming scheme of `resnet34`: `resnet50-k1000`, `resnet34-k10-64x64`.
 pub fn by_name(name: &str) -> Option<NetSpec> {
     if let Some(n) = catalog().into_iter().find(|n| n.name == name) {
+        return Some(n);
+    }
+    if let Some(n) = super::mobile::by_name(name) {
         return Some(n);
     }
     let (base, rest) = name.split_at(name.find('-')?);

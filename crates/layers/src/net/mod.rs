@@ -17,6 +17,7 @@ mod block;
 mod builtin;
 mod file;
 mod leaves;
+mod mobile;
 mod residual;
 
 pub use block::{at_least, positive_eps, BlockSpec, BuildCtx, FieldError};
@@ -25,6 +26,10 @@ pub use file::{resolve, NetFileError};
 pub use leaves::{
     channels, BatchNormSpec, Conv2dSpec, DenseSpec, FlattenSpec, GlobalAvgPoolSpec, MaxPoolSpec,
     ReluSpec,
+};
+pub use mobile::{
+    efficientnet_b0, efficientnet_b0_width, mobilenetv2, mobilenetv2_width, mobilenetv4_conv_m,
+    mobilenetv4_conv_m_width,
 };
 pub use residual::{BasicBlockSpec, BottleneckSpec};
 
@@ -76,6 +81,12 @@ layer_kinds! {
     Dense(DenseSpec),
     BasicBlock(BasicBlockSpec),
     Bottleneck(BottleneckSpec),
+    /// The depthwise family's blocks (`crate::blocks_mobile`, `mobile`).
+    ConvBnAct(crate::blocks_mobile::ConvBnActSpec),
+    InvertedResidual(crate::blocks_mobile::InvertedResidualSpec),
+    MbConvSe(crate::blocks_mobile::MbConvSeSpec),
+    FusedMbConv(crate::blocks_mobile::FusedMbConvSpec),
+    Uib(crate::blocks_mobile::UibSpec),
 }
 
 #[derive(Clone, Debug, PartialEq)]
