@@ -21,12 +21,12 @@
 //! argument, so they must hold with zero residual. f64 and f32 (native fast
 //! kernels) give the rounding-level residuals.
 
-use layers::net::{BatchNormSpec};
 use crate::step::{as_values, sample, StepTieOptions};
 use crate::tie::{multi_index, Verdict};
 use den::{eval_func, eval_replicas, EvalOptions, Exact, NotExact, Scalar, Tensor, Value};
 use ir::rng::{Rng, CERT_SALT};
 use ir::{ElemType, Module};
+use layers::net::BatchNormSpec;
 use layers::net::{LayerSpec, NetSpec};
 use layers::ops::norm::BnWorld;
 use layers::trainstep::{render_step, step_signature_with, SlotKind, StepOptions};

@@ -6,8 +6,8 @@
 //! statistics at any one batch norm or block, a train step rendered in the
 //! per-example world for a batch-BN net — are caught at the layer they hit.
 
-use layers::net::{MaxPoolSpec};
 use cert::net::check_eval_drift;
+use layers::net::MaxPoolSpec;
 use layers::net::{by_name, resnet34_width, LayerSpec, NetSpec};
 use layers::ops::norm::BnWorld;
 

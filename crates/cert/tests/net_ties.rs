@@ -4,12 +4,12 @@
 //! net: a BN backward in the wrong world, a backward run at the wrong
 //! activation, a pool that drifted between train and eval.
 
-use layers::net::{BatchNormSpec, MaxPoolSpec};
 use cert::net::{check_eval_drift, forward_segments};
 use cert::{certify_layer, certify_net, net_tie_options, Verdict};
 use ir::{FuncBuilder, TensorType, ValueId};
 use layers::emit::EmitResult;
 use layers::net::{by_name, LayerSpec, NetSpec};
+use layers::net::{BatchNormSpec, MaxPoolSpec};
 use layers::ops::norm::{BatchNorm, BnWorld};
 use layers::{CertLayer, Chain, Grads, LayerError, ParamSpec, Saved, Sites};
 
@@ -370,7 +370,11 @@ fn a_pool_that_drifted_between_train_and_eval_is_caught() {
 fn a_batch_norm_left_in_another_world_is_caught() {
     let net = tiny();
     for world in [BnWorld::PerExample, BnWorld::Batch] {
-        let eval = drifted(&net, "stage2.bn", LayerSpec::BatchNorm(BatchNormSpec { world, eps: 1e-5 }));
+        let eval = drifted(
+            &net,
+            "stage2.bn",
+            LayerSpec::BatchNorm(BatchNormSpec { world, eps: 1e-5 }),
+        );
         let e = check_eval_drift(&net, &eval, 2).unwrap_err();
         assert!(e.0.contains("stage2.bn"), "{e}");
     }

@@ -6,9 +6,9 @@
 //! exactly only if every site got its own BN's mean and var. A swap of two
 //! same-width sites' statistics is the negative control.
 
-use layers::net::{BatchNormSpec};
 use den::{eval_func, EvalOptions, Tensor, Value};
 use ir::{ElemType, Module};
+use layers::net::BatchNormSpec;
 use layers::net::{resnet34_width, NetSpec};
 use layers::ops::norm::BnWorld;
 use layers::trainstep::{

@@ -10,7 +10,6 @@
 
 mod common;
 
-use layers::net::{BasicBlockSpec};
 use cert::net::{certify_net, joint_tie, net_tie_options};
 use cert::step::{certify_train_step, StepTieOptions};
 use cert::{certify_layer, TieOptions, TieReport};
@@ -19,6 +18,7 @@ use ir::{FuncBuilder, TensorType, ValueId};
 use layers::blocks::{block_conv, BlockNorm, ResidualBlock};
 use layers::combinators::{Chain, Projection, Residual};
 use layers::emit::EmitResult;
+use layers::net::BasicBlockSpec;
 use layers::net::{resnet34, resnet34_width, resnet50, resnet50_width, LayerSpec, NetSpec};
 use layers::ops::activation::Relu;
 use layers::ops::conv::{Conv2d, Padding};
@@ -349,12 +349,7 @@ fn assert_resnet_sites(r: &TieReport, net: &NetSpec) {
     let blocks = net
         .layers
         .iter()
-        .filter(|(_, l)| {
-            matches!(
-                l,
-                LayerSpec::BasicBlock(..) | LayerSpec::Bottleneck(..)
-            )
-        })
+        .filter(|(_, l)| matches!(l, LayerSpec::BasicBlock(..) | LayerSpec::Bottleneck(..)))
         .count();
     let per = if net.name.starts_with("resnet50") {
         3

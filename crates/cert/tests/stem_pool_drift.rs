@@ -14,7 +14,6 @@
 
 mod common;
 
-use layers::net::{Conv2dSpec, BatchNormSpec, MaxPoolSpec, DenseSpec, BasicBlockSpec, ReluSpec, GlobalAvgPoolSpec};
 use cert::net::forward_segments;
 use cert::{certify_layer, certify_net, net_tie_options};
 use common::refuted_block;
@@ -22,6 +21,9 @@ use den::{eval_func, EvalOptions, Tensor, Value};
 use ir::{BinaryOp, FuncBuilder, Module, OpKind, TensorType, ValueId, WindowAttrs};
 use layers::emit::EmitResult;
 use layers::net::{resnet34, LayerSpec, NetSpec};
+use layers::net::{
+    BasicBlockSpec, BatchNormSpec, Conv2dSpec, DenseSpec, GlobalAvgPoolSpec, MaxPoolSpec, ReluSpec,
+};
 use layers::ops::conv::Padding;
 use layers::ops::norm::BnWorld;
 use layers::ops::pool::{MaxPool, PoolBackward};
@@ -56,7 +58,10 @@ fn stem_net(pool: (i64, i64, i64), form: PoolBackward) -> NetSpec {
                     bias: false,
                 }),
             ),
-            l("stem.bn", LayerSpec::BatchNorm(BatchNormSpec { world, eps: 1e-5 })),
+            l(
+                "stem.bn",
+                LayerSpec::BatchNorm(BatchNormSpec { world, eps: 1e-5 }),
+            ),
             l(
                 "stem.pool",
                 LayerSpec::MaxPool(MaxPoolSpec {

@@ -4,12 +4,12 @@
 //! into the rendered step; and the step's bf16 and batch-stat behaviour under
 //! evaluation.
 
-use layers::net::{Conv2dSpec, BatchNormSpec, MaxPoolSpec, DenseSpec, ReluSpec, FlattenSpec};
 use cert::step::{certify_train_step, StepTieOptions};
 use cert::Verdict;
 use den::{eval_func, EvalOptions, Tensor, Value};
 use ir::{BinaryOp, DenseData, ElemType, Module, OpKind, ValueId};
 use layers::net::{by_name, LayerSpec, NetSpec};
+use layers::net::{BatchNormSpec, Conv2dSpec, DenseSpec, FlattenSpec, MaxPoolSpec, ReluSpec};
 use layers::ops::conv::Padding;
 use layers::ops::norm::BnWorld;
 use layers::trainstep::{render_step, step_signature, Optimizer, SlotKind, StepOptions};
@@ -27,7 +27,10 @@ fn tiny(bn: Option<BnWorld>) -> NetSpec {
         }),
     )];
     if let Some(world) = bn {
-        layers.push(("bn".into(), LayerSpec::BatchNorm(BatchNormSpec { world, eps: 1e-5 })));
+        layers.push((
+            "bn".into(),
+            LayerSpec::BatchNorm(BatchNormSpec { world, eps: 1e-5 }),
+        ));
     }
     layers.extend([
         (

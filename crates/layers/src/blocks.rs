@@ -297,9 +297,13 @@ impl CertLayer for ResidualBlock {
         for i in (0..self.post.len()).rev() {
             let start = end - counts[i];
             let input = saved.children[i].output();
-            let g = self.post[i]
-                .1
-                .backward(fb, input, &params[start..end], &saved.children[i + 1], e)?;
+            let g = self.post[i].1.backward(
+                fb,
+                input,
+                &params[start..end],
+                &saved.children[i + 1],
+                e,
+            )?;
             e = g.dx;
             post_grads[i] = g.dparams;
             end = start;

@@ -7,8 +7,8 @@
 //! counts are written out from the architecture by hand, and a stale
 //! top-level-only walker (reimplemented here) shows the counts discriminate.
 
-use layers::net::{BatchNormSpec};
 use ir::{Func, OpKind, ValueId};
+use layers::net::BatchNormSpec;
 use layers::net::{resnet34, resnet34_width, resnet50_width, LayerSpec, NetSpec};
 use layers::ops::norm::BnWorld;
 use layers::trainstep::{

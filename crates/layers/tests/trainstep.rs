@@ -4,8 +4,8 @@
 //! running-statistic slots. The train/eval drift guard is the certificate's
 //! (`crates/cert/tests/eval_drift.rs`).
 
-use layers::net::{MaxPoolSpec};
 use ir::{ElemType, Module, OpKind};
+use layers::net::MaxPoolSpec;
 use layers::net::{by_name, LayerSpec, NetSpec};
 use layers::ops::norm::BnWorld;
 use layers::trainstep::{

@@ -99,7 +99,10 @@ fn resnet_stem(world: BnWorld, width: i64) -> Vec<(String, LayerSpec)> {
                 bias: false,
             }),
         ),
-        ("stem.bn".into(), LayerSpec::BatchNorm(BatchNormSpec { world, eps: 1e-5 })),
+        (
+            "stem.bn".into(),
+            LayerSpec::BatchNorm(BatchNormSpec { world, eps: 1e-5 }),
+        ),
         (
             "stem.pool".into(),
             LayerSpec::MaxPool(MaxPoolSpec {

@@ -147,10 +147,7 @@ impl BlockSpec for MaxPoolSpec {
         if self.pad >= self.window {
             return Err(FieldError::new(
                 "pad",
-                format!(
-                    "pad = {}: expected < window ({})",
-                    self.pad, self.window
-                ),
+                format!("pad = {}: expected < window ({})", self.pad, self.window),
             ));
         }
         Ok(())

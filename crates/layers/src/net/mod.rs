@@ -17,20 +17,26 @@ mod block;
 mod builtin;
 mod file;
 mod leaves;
+mod limits;
 mod mobile;
+mod named;
+mod nested;
 mod residual;
 
 pub use block::{at_least, positive_eps, BlockSpec, BuildCtx, FieldError};
 pub use builtin::{by_name, catalog, cifar8, resnet34, resnet34_width, resnet50, resnet50_width};
-pub use file::{resolve, NetFileError};
+pub use file::{is_file_arg, resolve, NetFileError, NetFormat};
 pub use leaves::{
     channels, BatchNormSpec, Conv2dSpec, DenseSpec, FlattenSpec, GlobalAvgPoolSpec, MaxPoolSpec,
     ReluSpec,
 };
+pub use limits::SizeLimit;
 pub use mobile::{
     efficientnet_b0, efficientnet_b0_width, mobilenetv2, mobilenetv2_width, mobilenetv4_conv_m,
     mobilenetv4_conv_m_width,
 };
+pub use named::{build_chain, validate_list, Layers};
+pub use nested::{ResidualSpec, SequentialSpec};
 pub use residual::{BasicBlockSpec, BottleneckSpec};
 
 /// A batch norm of a net, wherever it sits (top level or inside a block):
@@ -87,21 +93,72 @@ layer_kinds! {
     MbConvSe(crate::blocks_mobile::MbConvSeSpec),
     FusedMbConv(crate::blocks_mobile::FusedMbConvSpec),
     Uib(crate::blocks_mobile::UibSpec),
+    Sequential(SequentialSpec),
+    Residual(ResidualSpec),
 }
 
-#[derive(Clone, Debug, PartialEq)]
+/// A net. Its file form (README "Declaring a net") is this struct's serde
+/// form: every field required, unknown fields refused.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct NetSpec {
     pub name: String,
     /// Per-example input `(C, H, W)`.
     pub input: (i64, i64, i64),
     pub classes: i64,
-    /// Named layers in forward order; names scope parameters and kink sites.
-    pub layers: Vec<(String, LayerSpec)>,
-    /// Label smoothing α of the loss (target `(1−α)·onehot + α/K`).
+    /// Label smoothing α of the loss (target `(1−α)·onehot + α/K`); in a
+    /// file, a number or `"none"` (TOML has no null).
+    #[serde(with = "smoothing")]
     pub label_smoothing: Option<f64>,
+    /// Named layers in forward order; names scope parameters and kink sites.
+    #[serde(with = "named::tables")]
+    pub layers: Layers,
     /// The emitted form of every max pool's backward (the function is the
-    /// same; IREE cannot lower an overlapping `select_and_scatter`).
+    /// same; IREE cannot lower an overlapping `select_and_scatter`): an
+    /// emission choice of the command (`--pool-backward`), not part of the
+    /// net, so not in its file.
+    #[serde(skip)]
     pub pool_backward: PoolBackward,
+}
+
+/// `label_smoothing` in a file: α, or `"none"`.
+mod smoothing {
+    use serde::de::{self, Visitor};
+    use serde::{Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(a: &Option<f64>, s: S) -> Result<S::Ok, S::Error> {
+        match a {
+            Some(a) => s.serialize_f64(*a),
+            None => s.serialize_str("none"),
+        }
+    }
+
+    struct Alpha;
+    impl Visitor<'_> for Alpha {
+        type Value = Option<f64>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a label smoothing α in [0, 1) or \"none\"")
+        }
+        fn visit_f64<E: de::Error>(self, v: f64) -> Result<Self::Value, E> {
+            Ok(Some(v))
+        }
+        fn visit_i64<E: de::Error>(self, v: i64) -> Result<Self::Value, E> {
+            Ok(Some(v as f64))
+        }
+        fn visit_u64<E: de::Error>(self, v: u64) -> Result<Self::Value, E> {
+            Ok(Some(v as f64))
+        }
+        fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+            match v {
+                "none" => Ok(None),
+                _ => Err(E::invalid_value(de::Unexpected::Str(v), &self)),
+            }
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+        d.deserialize_any(Alpha)
+    }
 }
 
 impl NetSpec {
@@ -120,15 +177,8 @@ impl NetSpec {
 
     /// The forward as a chain of CertLayers (logits out, no loss).
     pub fn chain(&self) -> Result<Chain, LayerError> {
-        let mut chain = Chain::new();
-        let mut ty = self.input_type(1);
-        let ctx = self.build_ctx();
-        for (name, spec) in &self.layers {
-            let at = |e: LayerError| LayerError(format!("{}: {name}: {e}", self.name));
-            let layer = spec.as_block().build(&ty, &ctx).map_err(at)?;
-            ty = layer.output_type(&ty).map_err(at)?;
-            chain.layers.push((name.clone(), layer));
-        }
+        let (chain, ty) = build_chain(&self.layers, &self.input_type(1), &self.build_ctx())
+            .map_err(|e| LayerError(format!("{}: {e}", self.name)))?;
         if ty.shape != [1, self.classes] {
             return Err(LayerError(format!(
                 "{}: the forward ends in {ty}, expected logits [B, {}]",
