@@ -36,7 +36,10 @@ fn the_shipped_files_are_the_built_in_nets() {
         let opts = StepOptions::new(Optimizer::AdamW);
         let a = ir::print::print_module(&render_step(&small, 2, &opts).unwrap().module);
         let b = ir::print::print_module(&render_step(&builtin, 2, &opts).unwrap().module);
-        assert!(a == b, "{name}: the file's step differs from the built-in's");
+        assert!(
+            a == b,
+            "{name}: the file's step differs from the built-in's"
+        );
     }
 }
 
@@ -45,7 +48,9 @@ fn a_depthwise_block_field_that_cannot_be_right_is_named_with_its_line() {
     let text = std::fs::read_to_string(example("mobilenetv4-conv-m")).unwrap();
     // blocks.9 is the first FFN UIB (pre_dw_k = post_dw_k = 0): a stride
     // there has no depthwise conv to take it.
-    let at = text.find("name = \"blocks.9\"").expect("blocks.9 in the file");
+    let at = text
+        .find("name = \"blocks.9\"")
+        .expect("blocks.9 in the file");
     let (head, tail) = text.split_at(at);
     let bad = format!("{head}{}", tail.replacen("stride = 1", "stride = 2", 1));
     let e = NetSpec::from_text(&bad, "m.toml").unwrap_err();
