@@ -73,10 +73,12 @@ fn eval_forward_differs_from_train_only_in_its_batch_norms() {
     assert!(e.0.contains(&train.layers[4].0), "{e}");
 }
 
-/// Every convolution of `module`: (strides, padding, kernel spatial extent
-/// read from its result/lhs is not needed; the padding pairs suffice).
-fn convs(module: &Module) -> Vec<(Vec<i64>, Vec<(i64, i64)>, i64)> {
-    fn walk(b: &ir::Block, out: &mut Vec<(Vec<i64>, Vec<(i64, i64)>, i64)>) {
+/// A convolution's window strides, padding and feature group count.
+type ConvSite = (Vec<i64>, Vec<(i64, i64)>, i64);
+
+/// Every convolution of `module`, regions included, in order.
+fn convs(module: &Module) -> Vec<ConvSite> {
+    fn walk(b: &ir::Block, out: &mut Vec<ConvSite>) {
         for op in &b.ops {
             if let OpKind::Convolution(a) = &op.kind {
                 out.push((
