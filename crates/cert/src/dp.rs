@@ -26,6 +26,7 @@ use crate::tie::{multi_index, Verdict};
 use den::{eval_func, eval_replicas, EvalOptions, Exact, NotExact, Scalar, Tensor, Value};
 use ir::rng::{Rng, CERT_SALT};
 use ir::{ElemType, Module};
+use layers::net::BatchNormSpec;
 use layers::net::{LayerSpec, NetSpec};
 use layers::ops::norm::BnWorld;
 use layers::trainstep::{render_step, step_signature_with, SlotKind, StepOptions};
@@ -138,10 +139,10 @@ fn has_batch_bn(net: &NetSpec) -> bool {
     net.layers.iter().any(|(_, l)| {
         matches!(
             l,
-            LayerSpec::BatchNorm {
+            LayerSpec::BatchNorm(BatchNormSpec {
                 world: BnWorld::Batch,
                 ..
-            }
+            })
         )
     })
 }

@@ -11,7 +11,7 @@ use crate::tie::{
 use den::{eval_func, Dual, EvalOptions, Tensor, Value};
 use ir::rng::{Rng, CERT_SALT};
 use ir::{Block, ElemType, Func, FuncBuilder, Op, TensorType, ValueId, Visibility};
-use layers::net::{LayerSpec, NetSpec};
+use layers::net::NetSpec;
 use layers::ops::norm::BnWorld;
 use layers::{tie_funcs, CertLayer, Init, KinkSite, LayerError, Sites};
 use std::collections::HashMap;
@@ -586,54 +586,37 @@ pub fn check_eval_drift(
             report.identical_layers += 1;
             continue;
         }
-        match (la, lb) {
-            (LayerSpec::BatchNorm { .. }, LayerSpec::BatchNorm { world, .. }) => {
-                if *world != BnWorld::Eval {
-                    return Err(err(format!(
-                        "{name}: the eval forward's batch norm is in the {world:?} world"
-                    )));
-                }
-                switched_layer(ops_a, ops_b, &mut map).map_err(|()| {
-                    err(format!(
-                        "{name}: the eval batch norm emits the train one's ops"
-                    ))
-                })?;
-                report.bn_layers += 1;
-            }
-            (
-                LayerSpec::BasicBlock { .. } | LayerSpec::Bottleneck { .. },
-                LayerSpec::BasicBlock { .. } | LayerSpec::Bottleneck { .. },
-            ) => {
-                // A block's batch norms sit among its convs: the block's spec,
-                // apart from the world, must be the train block's (one
-                // description builds both), its world Eval, and its ops must
-                // differ from the train block's.
+        // A layer holds batch norms or not, whatever its kind: one that does
+        // must be the train layer apart from the world (one description builds
+        // both), in the Eval world, and emit different ops; one that does not
+        // must emit the same ops.
+        match (la.bn_world(), lb.bn_world()) {
+            (Some(train_world), Some(world)) => {
                 let mut same_world = lb.clone();
-                same_world.set_bn_world(la.bn_world().unwrap_or(BnWorld::Batch));
+                same_world.set_bn_world(train_world);
                 if &same_world != la {
                     return Err(err(format!(
-                        "{name}: the eval block is not the train block ({la:?} vs {lb:?})"
+                        "{name}: the eval layer is not the train layer ({la:?} vs {lb:?})"
                     )));
                 }
-                if lb.bn_world() != Some(BnWorld::Eval) {
+                if world != BnWorld::Eval {
                     return Err(err(format!(
-                        "{name}: the eval forward's block is in the {:?} world",
-                        lb.bn_world()
+                        "{name}: the eval forward's batch norm(s) are in the {world:?} world"
                     )));
                 }
                 switched_layer(ops_a, ops_b, &mut map).map_err(|()| {
                     err(format!(
-                        "{name}: the eval block emits the train block's ops"
+                        "{name}: the eval batch norm(s) emit the train ones' ops"
                     ))
                 })?;
                 report.bn_layers += 1;
             }
-            (LayerSpec::BatchNorm { .. }, _) | (_, LayerSpec::BatchNorm { .. }) => {
+            (Some(_), None) | (None, Some(_)) => {
                 return Err(err(format!(
-                    "{name}: a batch norm in one forward is not one in the other"
+                    "{name}: a layer with batch norms in one forward has none in the other"
                 )));
             }
-            _ => {
+            (None, None) => {
                 report.ops_compared +=
                     same_ops(ops_a, ops_b, &mut map).map_err(|m| err(format!("{name}: {m}")))?;
                 report.identical_layers += 1;

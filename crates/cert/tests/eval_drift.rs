@@ -7,6 +7,7 @@
 //! per-example world for a batch-BN net — are caught at the layer they hit.
 
 use cert::net::check_eval_drift;
+use layers::net::MaxPoolSpec;
 use layers::net::{by_name, resnet34_width, LayerSpec, NetSpec};
 use layers::ops::norm::BnWorld;
 
@@ -34,11 +35,11 @@ fn with_layer_in(net: &NetSpec, layer: &str, world: BnWorld) -> NetSpec {
 }
 
 fn retarget_pool(net: &mut NetSpec, layer: &str) {
-    *net.layer_mut(layer).expect("layer exists") = LayerSpec::MaxPool {
+    *net.layer_mut(layer).expect("layer exists") = LayerSpec::MaxPool(MaxPoolSpec {
         window: 3,
         stride: 2,
         pad: 1,
-    };
+    });
 }
 
 #[test]

@@ -9,6 +9,7 @@ use cert::{certify_layer, certify_net, net_tie_options, Verdict};
 use ir::{FuncBuilder, TensorType, ValueId};
 use layers::emit::EmitResult;
 use layers::net::{by_name, LayerSpec, NetSpec};
+use layers::net::{BatchNormSpec, MaxPoolSpec};
 use layers::ops::norm::{BatchNorm, BnWorld};
 use layers::{CertLayer, Chain, Grads, LayerError, ParamSpec, Saved, Sites};
 
@@ -166,7 +167,7 @@ impl CertLayer for BnWorldSwap {
 
 fn with_bn_swapped(mut chain: Chain, at: &str) -> Chain {
     let i = position(&chain, at);
-    let LayerSpec::BatchNorm { eps, .. } = tiny().layers[i].1 else {
+    let LayerSpec::BatchNorm(BatchNormSpec { eps, .. }) = tiny().layers[i].1 else {
         panic!("{at} is not a batch norm");
     };
     let ch = if at.starts_with("stage1") { 4 } else { 8 };
@@ -297,7 +298,7 @@ fn the_eval_forward_differs_from_the_train_forward_only_in_batch_norms() {
         let bn = net
             .layers
             .iter()
-            .filter(|(_, l)| matches!(l, LayerSpec::BatchNorm { .. }))
+            .filter(|(_, l)| matches!(l, LayerSpec::BatchNorm(..)))
             .count();
         assert_eq!(r.bn_layers, bn, "{}", net.name);
         assert_eq!(r.identical_layers, net.layers.len() - bn, "{}", net.name);
@@ -338,11 +339,11 @@ fn drifted(net: &NetSpec, layer: &str, spec: LayerSpec) -> NetSpec {
 fn a_pool_that_drifted_between_train_and_eval_is_caught() {
     // 2×2/s2 and 3×3/s2 pad 1 give the same shape on even inputs (REFERENCE
     // §5.1): no type, arity or parameter audit sees the swap.
-    let pool3 = LayerSpec::MaxPool {
+    let pool3 = LayerSpec::MaxPool(MaxPoolSpec {
         window: 3,
         stride: 2,
         pad: 1,
-    };
+    });
     for (net, layer) in [
         (tiny(), "stage1.pool"),
         (by_name("cifar8-bbn").unwrap(), "stage4.pool"),
@@ -369,7 +370,11 @@ fn a_pool_that_drifted_between_train_and_eval_is_caught() {
 fn a_batch_norm_left_in_another_world_is_caught() {
     let net = tiny();
     for world in [BnWorld::PerExample, BnWorld::Batch] {
-        let eval = drifted(&net, "stage2.bn", LayerSpec::BatchNorm { world, eps: 1e-5 });
+        let eval = drifted(
+            &net,
+            "stage2.bn",
+            LayerSpec::BatchNorm(BatchNormSpec { world, eps: 1e-5 }),
+        );
         let e = check_eval_drift(&net, &eval, 2).unwrap_err();
         assert!(e.0.contains("stage2.bn"), "{e}");
     }

@@ -8,6 +8,7 @@
 
 use den::{eval_func, EvalOptions, Tensor, Value};
 use ir::{ElemType, Module};
+use layers::net::BatchNormSpec;
 use layers::net::{resnet34_width, NetSpec};
 use layers::ops::norm::BnWorld;
 use layers::trainstep::{
@@ -219,7 +220,7 @@ fn the_eval_switch_passes_the_drift_checker_on_a_small_resnet() {
     // every block on batch statistics, and the checker says so.
     let mut stale = net.clone();
     for (_, l) in &mut stale.layers {
-        if let LayerSpec::BatchNorm { world, .. } = l {
+        if let LayerSpec::BatchNorm(BatchNormSpec { world, .. }) = l {
             *world = BnWorld::Eval;
         }
     }

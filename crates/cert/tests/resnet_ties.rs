@@ -18,6 +18,7 @@ use ir::{FuncBuilder, TensorType, ValueId};
 use layers::blocks::{block_conv, BlockNorm, ResidualBlock};
 use layers::combinators::{Chain, Projection, Residual};
 use layers::emit::EmitResult;
+use layers::net::BasicBlockSpec;
 use layers::net::{resnet34, resnet34_width, resnet50, resnet50_width, LayerSpec, NetSpec};
 use layers::ops::activation::Relu;
 use layers::ops::conv::{Conv2d, Padding};
@@ -131,7 +132,7 @@ fn downsample_with(skip_conv: Box<dyn CertLayer>, skip_bn: Box<dyn CertLayer>) -
             main: Box::new(main),
             shortcut: Box::new(shortcut),
         }),
-        bns: real.bns,
+        post: ResidualBlock::relu_after(),
     }
 }
 
@@ -305,7 +306,7 @@ fn control_bottleneck_bn_backward_in_the_per_example_world_is_refuted() {
             main: Box::new(main),
             shortcut: Box::new(shortcut),
         }),
-        bns: real.bns.clone(),
+        post: ResidualBlock::relu_after(),
     };
     let input = [2, 4, 6, 4];
     same_forward(&control, &real, &input);
@@ -317,7 +318,7 @@ fn control_bottleneck_bn_backward_in_the_per_example_world_is_refuted() {
         sum: Box::new(Residual {
             body: Box::new(main),
         }),
-        bns: Vec::new(),
+        post: ResidualBlock::relu_after(),
     };
     assert_eq!(refuted_block(&tie(&control, &[3, 8, 4, 5])), "dx");
 }
@@ -348,12 +349,7 @@ fn assert_resnet_sites(r: &TieReport, net: &NetSpec) {
     let blocks = net
         .layers
         .iter()
-        .filter(|(_, l)| {
-            matches!(
-                l,
-                LayerSpec::BasicBlock { .. } | LayerSpec::Bottleneck { .. }
-            )
-        })
+        .filter(|(_, l)| matches!(l, LayerSpec::BasicBlock(..) | LayerSpec::Bottleneck(..)))
         .count();
     let per = if net.name.starts_with("resnet50") {
         3
@@ -539,7 +535,7 @@ fn resnet_eval_forward_differs_from_train_only_in_its_batch_norms() {
         .iter()
         .position(|(n, _)| n == "stage2.block1")
         .unwrap();
-    if let LayerSpec::BasicBlock { stride, .. } = &mut drifted.layers[i].1 {
+    if let LayerSpec::BasicBlock(BasicBlockSpec { stride, .. }) = &mut drifted.layers[i].1 {
         *stride = 1;
     }
     let e = check_eval_drift(&train, &drifted, 2).unwrap_err();

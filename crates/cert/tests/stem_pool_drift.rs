@@ -21,6 +21,9 @@ use den::{eval_func, EvalOptions, Tensor, Value};
 use ir::{BinaryOp, FuncBuilder, Module, OpKind, TensorType, ValueId, WindowAttrs};
 use layers::emit::EmitResult;
 use layers::net::{resnet34, LayerSpec, NetSpec};
+use layers::net::{
+    BasicBlockSpec, BatchNormSpec, Conv2dSpec, DenseSpec, GlobalAvgPoolSpec, MaxPoolSpec, ReluSpec,
+};
 use layers::ops::conv::Padding;
 use layers::ops::norm::BnWorld;
 use layers::ops::pool::{MaxPool, PoolBackward};
@@ -47,41 +50,44 @@ fn stem_net(pool: (i64, i64, i64), form: PoolBackward) -> NetSpec {
         layers: vec![
             l(
                 "stem.conv",
-                LayerSpec::Conv2d {
+                LayerSpec::Conv2d(Conv2dSpec {
                     k: 7,
                     stride: 2,
                     padding: Padding::Symmetric,
                     out_ch: 8,
                     bias: false,
-                },
+                }),
             ),
-            l("stem.bn", LayerSpec::BatchNorm { world, eps: 1e-5 }),
+            l(
+                "stem.bn",
+                LayerSpec::BatchNorm(BatchNormSpec { world, eps: 1e-5 }),
+            ),
             l(
                 "stem.pool",
-                LayerSpec::MaxPool {
+                LayerSpec::MaxPool(MaxPoolSpec {
                     window,
                     stride,
                     pad,
-                },
+                }),
             ),
-            l("stem.relu", LayerSpec::Relu),
+            l("stem.relu", LayerSpec::Relu(ReluSpec {})),
             l(
                 "stage1.block1",
-                LayerSpec::BasicBlock {
+                LayerSpec::BasicBlock(BasicBlockSpec {
                     out_ch: 8,
                     stride: 1,
                     project: false,
                     world,
                     eps: 1e-5,
-                },
+                }),
             ),
-            l("gap", LayerSpec::GlobalAvgPool),
+            l("gap", LayerSpec::GlobalAvgPool(GlobalAvgPoolSpec {})),
             l(
                 "fc",
-                LayerSpec::Dense {
+                LayerSpec::Dense(DenseSpec {
                     out_f: 4,
                     bias: true,
-                },
+                }),
             ),
         ],
         label_smoothing: None,

@@ -9,6 +9,7 @@ use cert::Verdict;
 use den::{eval_func, EvalOptions, Tensor, Value};
 use ir::{BinaryOp, DenseData, ElemType, Module, OpKind, ValueId};
 use layers::net::{by_name, LayerSpec, NetSpec};
+use layers::net::{BatchNormSpec, Conv2dSpec, DenseSpec, FlattenSpec, MaxPoolSpec, ReluSpec};
 use layers::ops::conv::Padding;
 use layers::ops::norm::BnWorld;
 use layers::trainstep::{render_step, step_signature, Optimizer, SlotKind, StepOptions};
@@ -17,34 +18,37 @@ use layers::trainstep::{render_step, step_signature, Optimizer, SlotKind, StepOp
 fn tiny(bn: Option<BnWorld>) -> NetSpec {
     let mut layers = vec![(
         "conv".to_string(),
-        LayerSpec::Conv2d {
+        LayerSpec::Conv2d(Conv2dSpec {
             k: 3,
             stride: 1,
             padding: Padding::Symmetric,
             out_ch: 3,
             bias: true,
-        },
+        }),
     )];
     if let Some(world) = bn {
-        layers.push(("bn".into(), LayerSpec::BatchNorm { world, eps: 1e-5 }));
+        layers.push((
+            "bn".into(),
+            LayerSpec::BatchNorm(BatchNormSpec { world, eps: 1e-5 }),
+        ));
     }
     layers.extend([
         (
             "pool".into(),
-            LayerSpec::MaxPool {
+            LayerSpec::MaxPool(MaxPoolSpec {
                 window: 2,
                 stride: 2,
                 pad: 0,
-            },
+            }),
         ),
-        ("relu".into(), LayerSpec::Relu),
-        ("flatten".into(), LayerSpec::Flatten),
+        ("relu".into(), LayerSpec::Relu(ReluSpec {})),
+        ("flatten".into(), LayerSpec::Flatten(FlattenSpec {})),
         (
             "dense".into(),
-            LayerSpec::Dense {
+            LayerSpec::Dense(DenseSpec {
                 out_f: 4,
                 bias: true,
-            },
+            }),
         ),
     ]);
     NetSpec {

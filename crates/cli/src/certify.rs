@@ -332,6 +332,40 @@ fn tie_json(r: &TieReport, blocks: Vec<serde_json::Value>) -> serde_json::Value 
     })
 }
 
+/// Branch coverage summed per kind of kink site (the site name's last part,
+/// `pre_relu`, `relu6_upper`): how often each outcome was taken over every
+/// site of that kind, and at how many sites some outcome never was. A whole
+/// net's smooth point exercises a branch only if some decision takes it
+/// (ReLU6's upper corner: some pre-activation above 6).
+fn print_coverage_by_kink(r: &TieReport) {
+    let mut kinds: Vec<(String, &'static str, Vec<usize>, usize, usize)> = Vec::new();
+    for c in &r.coverage {
+        let kind = c.site.rsplit('.').next().unwrap_or(&c.site).to_string();
+        let at = match kinds.iter().position(|k| k.0 == kind && k.1 == c.op) {
+            Some(i) => i,
+            None => {
+                kinds.push((kind, c.op, Vec::new(), 0, 0));
+                kinds.len() - 1
+            }
+        };
+        let k = &mut kinds[at];
+        if k.2.len() < c.outcomes.len() {
+            k.2.resize(c.outcomes.len(), 0);
+        }
+        for (t, n) in k.2.iter_mut().zip(&c.outcomes) {
+            *t += n;
+        }
+        k.3 += 1;
+        k.4 += usize::from(!c.missing.is_empty());
+    }
+    for (kind, op, totals, sites, partial) in kinds {
+        println!(
+            "branch coverage {kind} ({op}): outcome counts {totals:?} over {sites} sites; \
+             {partial} sites left an outcome untaken"
+        );
+    }
+}
+
 fn tie_verdict_line(tie: &str, r: &TieReport) -> String {
     match &r.verdict {
         Verdict::Certified => format!(
@@ -400,6 +434,7 @@ bisection; each block row shows the joint identity's discrepancy",
         .iter()
         .map(|s| s.min)
         .fold(f64::INFINITY, f64::min);
+    print_coverage_by_kink(&c.params);
     if !c.params.kinks_resampled.is_empty() || !c.whole.kinks_resampled.is_empty() {
         println!(
             "kinks met and resampled: {}",

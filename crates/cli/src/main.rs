@@ -93,7 +93,7 @@ enum Command {
     /// optimizer) or its eval forward as StableHLO text, derived from its NetSpec.
     #[command(after_help = render::tails_help())]
     Render {
-        /// Built-in net name (e.g. cifar8-bbn).
+        /// A built-in net (e.g. cifar8-bbn, see `certgrad nets`) or a .toml/.json net file.
         net: String,
         /// Optimizer tail: sgd, nesterov, adamw, momentum (heavy-ball, coupled L2),
         /// rmsprop (TF form) or lamb; formulas below.
@@ -120,11 +120,18 @@ enum Command {
         #[arg(short, long)]
         output: PathBuf,
     },
-    /// List the built-in nets (or a net file) with input shape and parameter counts.
+    /// List the built-in nets (or one net: a name or a net file) with input
+    /// shape and parameter counts; `--write-file` writes the net as a file.
     Nets {
-        /// A .toml or .json net file to read instead.
-        #[arg(long)]
+        /// One net to list: a built-in name or a .toml/.json net file.
+        net: Option<String>,
+        /// A .toml or .json net file to read (the same as giving it as NET).
+        #[arg(long, conflicts_with = "net")]
         file: Option<PathBuf>,
+        /// Write the net (NET or --file) to this .toml or .json file; it reads
+        /// back to the same net and renders the same step.
+        #[arg(long)]
+        write_file: Option<PathBuf>,
     },
     /// Parse, verify and round-trip a StableHLO file; print its functions and op counts.
     Check {
@@ -235,7 +242,15 @@ fn main() -> ExitCode {
     }
     let result = match cli.command {
         Command::Demo => demo::demo(),
-        Command::Nets { file } => nets::nets(file.as_deref()),
+        Command::Nets {
+            net,
+            file,
+            write_file,
+        } => nets::nets(
+            net.or_else(|| file.map(|f| f.display().to_string()))
+                .as_deref(),
+            write_file.as_deref(),
+        ),
         Command::Certify {
             net: Some(net),
             batch,

@@ -1,9 +1,9 @@
-//! `certgrad nets`: list the built-in nets (and a user's net file) with their
-//! input shape, BN world and parameter layout size, all derived from the
-//! NetSpec.
+//! `certgrad nets`: list the built-in nets (or one net, by name or file) with
+//! their input shape, BN world and parameter layout size, all derived from
+//! the NetSpec; `--write-file` writes a net as a TOML or JSON net file.
 
-use anyhow::{anyhow, Result};
-use layers::net::{catalog, NetSpec};
+use anyhow::{anyhow, bail, Result};
+use layers::net::{catalog, resolve, NetSpec};
 use std::path::Path;
 
 /// One table row: name, input C×H×W, classes, BN world, layers, tensors, floats.
@@ -39,16 +39,24 @@ fn group_thousands(n: i64) -> String {
     out
 }
 
-pub fn nets(file: Option<&Path>) -> Result<()> {
+/// The table of `net` (a built-in name or a net file, through the one
+/// resolver) or of every built-in; with `write_file`, `net` is also written
+/// there as a net file.
+pub fn nets(net: Option<&str>, write_file: Option<&Path>) -> Result<()> {
+    let one = net.map(resolve).transpose().map_err(|e| anyhow!("{e}"))?;
+    if let Some(path) = write_file {
+        let Some(net) = &one else {
+            bail!("--write-file needs the net to write: `certgrad nets NET --write-file F.toml`");
+        };
+        net.write(path).map_err(|e| anyhow!("{e}"))?;
+        eprintln!("wrote {} to {}", net.name, path.display());
+    }
     println!(
         "{:<15} {:>10} {:>7} {:<11} {:>6} {:>7} {:>10}",
         "net", "input", "classes", "BN world", "layers", "tensors", "floats"
     );
-    match file {
-        Some(path) => {
-            let net = NetSpec::load(path).map_err(|e| anyhow!("{e}"))?;
-            println!("{}", row(&net)?);
-        }
+    match one {
+        Some(net) => println!("{}", row(&net)?),
         None => {
             for net in catalog() {
                 println!("{}", row(&net)?);

@@ -1,4 +1,4 @@
-//! `certgrad render NET`: print a built-in net's train step (single-device or
+//! `certgrad render NET`: print a net's (built-in or file) train step (single-device or
 //! data-parallel over R replicas) or its eval forward as StableHLO, with its
 //! max pools' backward in either emitted form, and a summary of its
 //! signature, size and render time.
@@ -97,10 +97,7 @@ pub fn parse_pool_backward(s: &str) -> Result<PoolBackward> {
 }
 
 pub fn render(a: &RenderArgs) -> Result<()> {
-    let names: Vec<String> = layers::net::catalog().into_iter().map(|n| n.name).collect();
-    let Some(net) = layers::net::by_name(a.net) else {
-        bail!("unknown net {:?} (built-in: {})", a.net, names.join(", "));
-    };
+    let net = layers::net::resolve(a.net).map_err(|e| anyhow::anyhow!("{e}"))?;
     let net = net.with_pool_backward(parse_pool_backward(a.pool_backward)?);
     let Some(opt) = Optimizer::parse(a.optimizer) else {
         bail!(

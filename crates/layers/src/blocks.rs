@@ -7,7 +7,7 @@
 
 use crate::combinators::{Chain, Projection, Residual};
 use crate::emit::EmitResult;
-use crate::layer::{CertLayer, Grads, LayerError, ParamSpec, Saved, Sites};
+use crate::layer::{BlockBn, CertLayer, Grads, LayerError, ParamSpec, Saved, Sites};
 use crate::ops::activation::Relu;
 use crate::ops::conv::{Conv2d, Padding};
 use crate::ops::norm::{BatchNorm, BnWorld};
@@ -32,43 +32,34 @@ impl BlockNorm {
     }
 }
 
-/// `relu(sum(x))` where `sum` is a `Residual` (identity skip) or a
-/// `Projection` (1×1 conv + BN skip).
+/// `post(sum(x))` where `sum` is a `Residual` (identity skip) or a
+/// `Projection` (a skip branch of its own) and `post` the layers after the
+/// sum (the ResNets: one ReLU, `out_relu`).
 ///
 /// Kink sites, under the block's name: `mid_relu.pre_relu` (basic) or
 /// `mid_relu1.pre_relu`, `mid_relu2.pre_relu` (bottleneck) inside the main
 /// branch (prefixed `main.` when the skip projects), and `out_relu.pre_relu`,
 /// the post-residual ReLU. Parameters: the main branch's convs and BNs in
 /// forward order, then (projection) the skip's conv and BN, prefixed `main.` /
-/// `shortcut.`.
+/// `shortcut.`, then the post layers' under their names.
 pub struct ResidualBlock {
     /// `conv3×3 … BN` basic / bottleneck, with its configuration in words.
     pub label: String,
     pub sum: Box<dyn CertLayer>,
-    /// Its batch norms in parameter order.
-    pub bns: Vec<BlockBn>,
+    /// Run on the sum in order, each scoped by its name; its `Saved` is the
+    /// block's children `1..`.
+    pub post: Vec<(String, Box<dyn CertLayer>)>,
 }
 
-/// One batch norm inside a block: its parameter path (`bn1`, `main.bn2`,
-/// `shortcut.bn`), width, and child indices into the block's `Saved`.
-#[derive(Clone, Debug, PartialEq)]
-pub struct BlockBn {
-    pub name: String,
-    pub ch: i64,
-    pub path: Vec<usize>,
-}
-
-/// The main branch as it is assembled: the chain and its batch norms.
+/// The main branch as it is assembled.
 struct Branch {
     chain: Chain,
-    bns: Vec<(String, i64, usize)>,
 }
 
 impl Branch {
     fn new() -> Self {
         Branch {
             chain: Chain::new(),
-            bns: Vec::new(),
         }
     }
     fn conv(mut self, name: &str, k: i64, stride: i64, in_ch: i64, out_ch: i64) -> Self {
@@ -76,7 +67,6 @@ impl Branch {
         self
     }
     fn bn(mut self, name: &str, ch: i64, norm: BlockNorm) -> Self {
-        self.bns.push((name.into(), ch, self.chain.layers.len()));
         self.chain = self.chain.push(name, norm.bn(ch));
         self
     }
@@ -147,27 +137,14 @@ impl ResidualBlock {
         project: bool,
         norm: BlockNorm,
     ) -> Result<Self, LayerError> {
-        // The block's Saved is [sum, out_relu]; a Residual's is [body]; a
-        // Projection's is [main, shortcut]; a Chain's has one child per layer.
-        let (sum, bns): (Box<dyn CertLayer>, Vec<BlockBn>) = if project {
+        let sum: Box<dyn CertLayer> = if project {
             let shortcut = Branch::new()
                 .conv("conv", 1, stride, in_ch, out_ch)
                 .bn("bn", out_ch, norm);
-            let mut bns = Vec::new();
-            for (pre, branch, b) in [("main", 0, &main), ("shortcut", 1, &shortcut)] {
-                for (name, ch, i) in &b.bns {
-                    bns.push(BlockBn {
-                        name: format!("{pre}.{name}"),
-                        ch: *ch,
-                        path: vec![0, branch, *i],
-                    });
-                }
-            }
-            let sum = Projection {
+            Box::new(Projection {
                 main: Box::new(main.chain),
                 shortcut: Box::new(shortcut.chain),
-            };
-            (Box::new(sum), bns)
+            })
         } else {
             if stride != 1 || in_ch != out_ch {
                 return Err(LayerError(format!(
@@ -175,27 +152,26 @@ impl ResidualBlock {
                      ({in_ch}→{out_ch}, stride {stride}); project the skip"
                 )));
             }
-            let bns = main
-                .bns
-                .iter()
-                .map(|(name, ch, i)| BlockBn {
-                    name: name.clone(),
-                    ch: *ch,
-                    path: vec![0, 0, *i],
-                })
-                .collect();
-            let sum = Residual {
+            Box::new(Residual {
                 body: Box::new(main.chain),
-            };
-            (Box::new(sum), bns)
+            })
         };
-        Ok(ResidualBlock { label, sum, bns })
+        Ok(ResidualBlock {
+            label,
+            sum,
+            post: Self::relu_after(),
+        })
+    }
+
+    /// The ResNets' post-sum layers: one ReLU, `out_relu`.
+    pub fn relu_after() -> Vec<(String, Box<dyn CertLayer>)> {
+        vec![("out_relu".into(), Box::new(Relu))]
     }
 }
 
 impl ResidualBlock {
-    /// The post-residual ReLU's backward from a block's `Saved` (`[sum,
-    /// out_relu]`): its `dx` is the cotangent of the sum, `e`.
+    /// The post-residual ReLU's backward from a ResNet block's `Saved`
+    /// (`[sum, out_relu]`): its `dx` is the cotangent of the sum, `e`.
     pub fn out_relu_backward(
         fb: &mut FuncBuilder,
         saved: &Saved,
@@ -203,6 +179,18 @@ impl ResidualBlock {
     ) -> EmitResult<Grads> {
         let sum_out = saved.children[0].output();
         Relu.backward(fb, sum_out, &[], &saved.children[1], dy)
+    }
+
+    /// The input type of each post layer (the sum's output first).
+    fn post_types(&self, input: &TensorType) -> Result<Vec<TensorType>, LayerError> {
+        let mut tys = vec![self.sum.output_type(input)?];
+        for (name, l) in &self.post {
+            let next = l
+                .output_type(tys.last().expect("non-empty"))
+                .map_err(|e| LayerError(format!("{name}: {e}")))?;
+            tys.push(next);
+        }
+        Ok(tys)
     }
 }
 
@@ -231,10 +219,31 @@ impl CertLayer for ResidualBlock {
         self.label.clone()
     }
     fn output_type(&self, input: &TensorType) -> Result<TensorType, LayerError> {
-        self.sum.output_type(input)
+        Ok(self.post_types(input)?.pop().expect("non-empty"))
     }
     fn params(&self, input: &TensorType) -> Vec<ParamSpec> {
-        self.sum.params(input)
+        let mut out = self.sum.params(input);
+        if let Ok(tys) = self.post_types(input) {
+            for ((name, l), ty) in self.post.iter().zip(&tys) {
+                for mut p in l.params(ty) {
+                    p.name = format!("{name}.{}", p.name);
+                    out.push(p);
+                }
+            }
+        }
+        out
+    }
+    fn batch_norms(&self) -> Vec<BlockBn> {
+        let mut out: Vec<BlockBn> = self
+            .sum
+            .batch_norms()
+            .into_iter()
+            .map(|b| b.under("", 0))
+            .collect();
+        for (i, (name, l)) in self.post.iter().enumerate() {
+            out.extend(l.batch_norms().into_iter().map(|b| b.under(name, i + 1)));
+        }
+        out
     }
     fn forward(
         &self,
@@ -243,12 +252,25 @@ impl CertLayer for ResidualBlock {
         params: &[ValueId],
         sites: &mut Sites,
     ) -> EmitResult<Saved> {
-        let s = self.sum.forward(fb, x, params, sites)?;
-        let r = sites.scoped("out_relu", |sites| Relu.forward(fb, s.output(), &[], sites))?;
+        let tys = self
+            .post_types(fb.ty(x))
+            .expect("types were checked by output_type");
+        let n_sum = self.sum.params(fb.ty(x)).len();
+        let s = self.sum.forward(fb, x, &params[..n_sum], sites)?;
+        let mut h = s.output();
+        let mut children = vec![s];
+        let mut at = n_sum;
+        for ((name, l), ty) in self.post.iter().zip(&tys) {
+            let n = l.params(ty).len();
+            let r = sites.scoped(name, |sites| l.forward(fb, h, &params[at..at + n], sites))?;
+            at += n;
+            h = r.output();
+            children.push(r);
+        }
         Ok(Saved {
-            output: Some(r.output()),
+            output: Some(h),
             values: Vec::new(),
-            children: vec![s, r],
+            children,
         })
     }
     fn backward(
@@ -259,7 +281,38 @@ impl CertLayer for ResidualBlock {
         saved: &Saved,
         dy: ValueId,
     ) -> EmitResult<Grads> {
-        let e = Self::out_relu_backward(fb, saved, dy)?;
-        self.sum.backward(fb, x, params, &saved.children[0], e.dx)
+        let tys = self
+            .post_types(fb.ty(x))
+            .expect("types were checked by output_type");
+        let n_sum = self.sum.params(fb.ty(x)).len();
+        let counts: Vec<usize> = self
+            .post
+            .iter()
+            .zip(&tys)
+            .map(|((_, l), ty)| l.params(ty).len())
+            .collect();
+        let mut e = dy;
+        let mut post_grads: Vec<Vec<ValueId>> = vec![Vec::new(); self.post.len()];
+        let mut end = params.len();
+        for i in (0..self.post.len()).rev() {
+            let start = end - counts[i];
+            let input = saved.children[i].output();
+            let g = self.post[i].1.backward(
+                fb,
+                input,
+                &params[start..end],
+                &saved.children[i + 1],
+                e,
+            )?;
+            e = g.dx;
+            post_grads[i] = g.dparams;
+            end = start;
+        }
+        let g = self
+            .sum
+            .backward(fb, x, &params[..n_sum], &saved.children[0], e)?;
+        let mut dparams = g.dparams;
+        dparams.extend(post_grads.concat());
+        Ok(Grads { dx: g.dx, dparams })
     }
 }

@@ -3,7 +3,7 @@
 //! FIRST layer's output; a residual's backward is `body.back(e) + e`.
 
 use crate::emit::{Emit, EmitResult};
-use crate::layer::{CertLayer, Grads, LayerError, ParamSpec, Saved, Sites};
+use crate::layer::{BlockBn, CertLayer, Grads, LayerError, ParamSpec, Saved, Sites};
 use ir::{FuncBuilder, TensorType, ValueId};
 
 /// Layers run in list order; each has a name that scopes its kink sites and
@@ -89,6 +89,14 @@ impl CertLayer for Chain {
         out
     }
 
+    fn batch_norms(&self) -> Vec<BlockBn> {
+        let mut out = Vec::new();
+        for (i, (name, l)) in self.layers.iter().enumerate() {
+            out.extend(l.batch_norms().into_iter().map(|b| b.under(name, i)));
+        }
+        out
+    }
+
     fn forward(
         &self,
         fb: &mut FuncBuilder,
@@ -163,6 +171,14 @@ impl CertLayer for Residual {
     fn params(&self, input: &TensorType) -> Vec<ParamSpec> {
         self.body.params(input)
     }
+    /// The body's, unprefixed (so are its parameters).
+    fn batch_norms(&self) -> Vec<BlockBn> {
+        self.body
+            .batch_norms()
+            .into_iter()
+            .map(|b| b.under("", 0))
+            .collect()
+    }
     fn forward(
         &self,
         fb: &mut FuncBuilder,
@@ -214,6 +230,13 @@ impl CertLayer for Projection {
     }
     fn params(&self, input: &TensorType) -> Vec<ParamSpec> {
         fan_in_params(self.branches(), input)
+    }
+    fn batch_norms(&self) -> Vec<BlockBn> {
+        let mut out = Vec::new();
+        for (i, (pre, l)) in self.branches().into_iter().enumerate() {
+            out.extend(l.batch_norms().into_iter().map(|b| b.under(pre, i)));
+        }
+        out
     }
     fn forward(
         &self,
@@ -332,6 +355,9 @@ impl<L: CertLayer> CertLayer for ReplacedBackward<L> {
     }
     fn params(&self, input: &TensorType) -> Vec<ParamSpec> {
         self.layer.params(input)
+    }
+    fn batch_norms(&self) -> Vec<BlockBn> {
+        self.layer.batch_norms()
     }
     fn forward(
         &self,

@@ -4,6 +4,7 @@
 //! derives a gradient automatically.
 
 use crate::emit::EmitResult;
+use crate::ops::norm::{BatchNorm, BnWorld};
 use ir::{Func, FuncBuilder, Module, TensorType, ValueId, Visibility};
 use std::fmt;
 
@@ -139,6 +140,44 @@ impl Saved {
     }
 }
 
+/// A batch norm inside a layer, wherever it sits: what a train step's
+/// batch-stat outputs, running-stat inputs and eval switch are derived from.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BlockBn {
+    /// Its parameter path without the `.gamma` (`bn1`, `main.bn2`,
+    /// `stage2.block1.shortcut.bn`; empty for a batch norm itself).
+    pub name: String,
+    pub ch: i64,
+    pub world: BnWorld,
+    /// Child indices from the layer's `Saved` down to the batch norm's.
+    pub path: Vec<usize>,
+}
+
+impl BlockBn {
+    /// This batch norm seen from a parent that holds its layer as child
+    /// `index` of its `Saved`, under the parameter prefix `scope` (empty when
+    /// the parent does not prefix its child's parameters).
+    pub fn under(mut self, scope: &str, index: usize) -> BlockBn {
+        self.name = match (scope.is_empty(), self.name.is_empty()) {
+            (true, _) => self.name,
+            (false, true) => scope.to_string(),
+            (false, false) => format!("{scope}.{}", self.name),
+        };
+        self.path.insert(0, index);
+        self
+    }
+
+    /// The `(mean, var)` this batch norm's forward computed, read from the
+    /// `Saved` of the layer it was reported by (`None` in the Eval world).
+    pub fn stats(&self, saved: &Saved) -> Option<(ValueId, ValueId)> {
+        let mut s = saved;
+        for &i in &self.path {
+            s = s.children.get(i)?;
+        }
+        BatchNorm::saved_stats(s)
+    }
+}
+
 /// The backward map's results: the input cotangent and one gradient per
 /// parameter, in [`CertLayer::params`] order.
 #[derive(Clone, Debug)]
@@ -156,6 +195,11 @@ pub trait CertLayer: Send + Sync {
     /// Parameters for an input type, in the order forward/backward take them
     /// (none by default: activations, pools, reshapes).
     fn params(&self, _input: &TensorType) -> Vec<ParamSpec> {
+        Vec::new()
+    }
+    /// The batch norms this layer holds, in parameter order (none by default;
+    /// a batch norm reports itself, a combinator its children's, prefixed).
+    fn batch_norms(&self) -> Vec<BlockBn> {
         Vec::new()
     }
     /// Emit the forward; record kink sites in `sites`.

@@ -4,6 +4,7 @@
 //! never defaults.
 
 pub mod blocks;
+pub mod blocks_mobile;
 pub mod combinators;
 pub mod emit;
 pub mod layer;
@@ -14,6 +15,6 @@ pub mod trainstep;
 pub use combinators::{compose, Chain, Projection, ReplacedBackward, Residual};
 pub use emit::Emit;
 pub use layer::{
-    tie_funcs, CertLayer, Grads, Init, KinkAt, KinkKind, KinkSite, LayerError, ParamSpec, Saved,
-    Sites, TieFuncs,
+    tie_funcs, BlockBn, CertLayer, Grads, Init, KinkAt, KinkKind, KinkSite, LayerError, ParamSpec,
+    Saved, Sites, TieFuncs,
 };

@@ -8,6 +8,7 @@
 //! top-level-only walker (reimplemented here) shows the counts discriminate.
 
 use ir::{Func, OpKind, ValueId};
+use layers::net::BatchNormSpec;
 use layers::net::{resnet34, resnet34_width, resnet50_width, LayerSpec, NetSpec};
 use layers::ops::norm::BnWorld;
 use layers::trainstep::{
@@ -51,10 +52,10 @@ fn stale_top_level_bns(net: &NetSpec) -> Vec<String> {
         .filter(|(_, l)| {
             matches!(
                 l,
-                LayerSpec::BatchNorm {
+                LayerSpec::BatchNorm(BatchNormSpec {
                     world: BnWorld::Batch,
                     ..
-                }
+                })
             )
         })
         .map(|(n, _)| n.clone())

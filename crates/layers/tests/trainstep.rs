@@ -5,6 +5,7 @@
 //! (`crates/cert/tests/eval_drift.rs`).
 
 use ir::{ElemType, Module, OpKind};
+use layers::net::MaxPoolSpec;
 use layers::net::{by_name, LayerSpec, NetSpec};
 use layers::ops::norm::BnWorld;
 use layers::trainstep::{
@@ -97,11 +98,11 @@ fn prefix_comparison_catches_a_pool_drift() {
 }
 
 fn retarget_pool(net: &mut NetSpec, layer: &str) {
-    *net.layer_mut(layer).expect("layer exists") = LayerSpec::MaxPool {
+    *net.layer_mut(layer).expect("layer exists") = LayerSpec::MaxPool(MaxPoolSpec {
         window: 3,
         stride: 2,
         pad: 1,
-    };
+    });
 }
 
 /// Only true-batch norms give the eval forward running-statistic inputs.
@@ -113,7 +114,7 @@ fn eval_forward_reads_running_stats_of_true_batch_norms_only() {
         let bns = net
             .layers
             .iter()
-            .filter(|(_, l)| matches!(l, LayerSpec::BatchNorm { .. }))
+            .filter(|(_, l)| matches!(l, LayerSpec::BatchNorm(..)))
             .count();
         let stats = eval.signature.input_positions(SlotKind::RunningMean).len();
         let want = if net.bn_world() == Some(BnWorld::Batch) {

@@ -2,7 +2,7 @@
 //! (§4.2–4.3) at any class count and input size, and the catalog the CLI
 //! names them by.
 
-use super::{LayerSpec, NetSpec};
+use super::*;
 use crate::ops::conv::Padding;
 use crate::ops::norm::BnWorld;
 use crate::ops::pool::PoolBackward;
@@ -26,44 +26,44 @@ pub fn cifar8(name: &str, head: i64, bn: Option<BnWorld>) -> NetSpec {
             let conv = format!("{st}.conv{}", i + 1);
             layers.push((
                 conv.clone(),
-                LayerSpec::Conv2d {
+                LayerSpec::Conv2d(Conv2dSpec {
                     k: 3,
                     stride: 1,
                     padding: Padding::Symmetric,
                     out_ch: **c,
                     bias: true,
-                },
+                }),
             ));
             if let Some(world) = bn {
                 layers.push((
                     format!("{st}.bn{}", i + 1),
-                    LayerSpec::BatchNorm { world, eps: 1e-5 },
+                    LayerSpec::BatchNorm(BatchNormSpec { world, eps: 1e-5 }),
                 ));
             }
             if i == 1 {
                 layers.push((
                     format!("{st}.pool"),
-                    LayerSpec::MaxPool {
+                    LayerSpec::MaxPool(MaxPoolSpec {
                         window: 2,
                         stride: 2,
                         pad: 0,
-                    },
+                    }),
                 ));
             }
-            layers.push((format!("{conv}.relu"), LayerSpec::Relu));
+            layers.push((format!("{conv}.relu"), LayerSpec::Relu(ReluSpec {})));
         }
     }
-    layers.push(("flatten".into(), LayerSpec::Flatten));
+    layers.push(("flatten".into(), LayerSpec::Flatten(FlattenSpec {})));
     for (i, out_f) in [head, head, 10].iter().enumerate() {
         layers.push((
             format!("dense{}", i + 1),
-            LayerSpec::Dense {
+            LayerSpec::Dense(DenseSpec {
                 out_f: *out_f,
                 bias: true,
-            },
+            }),
         ));
         if i < 2 {
-            layers.push((format!("dense{}.relu", i + 1), LayerSpec::Relu));
+            layers.push((format!("dense{}.relu", i + 1), LayerSpec::Relu(ReluSpec {})));
         }
     }
     NetSpec {
@@ -91,37 +91,40 @@ fn resnet_stem(world: BnWorld, width: i64) -> Vec<(String, LayerSpec)> {
     vec![
         (
             "stem.conv".into(),
-            LayerSpec::Conv2d {
+            LayerSpec::Conv2d(Conv2dSpec {
                 k: 7,
                 stride: 2,
                 padding: Padding::Symmetric,
                 out_ch: width,
                 bias: false,
-            },
+            }),
         ),
-        ("stem.bn".into(), LayerSpec::BatchNorm { world, eps: 1e-5 }),
+        (
+            "stem.bn".into(),
+            LayerSpec::BatchNorm(BatchNormSpec { world, eps: 1e-5 }),
+        ),
         (
             "stem.pool".into(),
-            LayerSpec::MaxPool {
+            LayerSpec::MaxPool(MaxPoolSpec {
                 window: 3,
                 stride: 2,
                 pad: 1,
-            },
+            }),
         ),
-        ("stem.relu".into(), LayerSpec::Relu),
+        ("stem.relu".into(), LayerSpec::Relu(ReluSpec {})),
     ]
 }
 
 /// GAP → dense (with bias) to `classes`.
 fn resnet_head(classes: i64) -> Vec<(String, LayerSpec)> {
     vec![
-        ("gap".into(), LayerSpec::GlobalAvgPool),
+        ("gap".into(), LayerSpec::GlobalAvgPool(GlobalAvgPoolSpec {})),
         (
             "fc".into(),
-            LayerSpec::Dense {
+            LayerSpec::Dense(DenseSpec {
                 out_f: classes,
                 bias: true,
-            },
+            }),
         ),
     ]
 }
@@ -157,13 +160,13 @@ pub fn resnet34_width(classes: i64, hw: (i64, i64), width: i64) -> NetSpec {
     let stages = [(3, width), (4, 2 * width), (6, 4 * width), (3, 8 * width)];
     resnet("resnet34", classes, hw, width, stages, |s, b, ch| {
         let down = s > 0 && b == 0;
-        LayerSpec::BasicBlock {
+        LayerSpec::BasicBlock(BasicBlockSpec {
             out_ch: ch,
             stride: if down { 2 } else { 1 },
             project: down,
             world: BnWorld::Batch,
             eps: 1e-5,
-        }
+        })
     })
 }
 
@@ -185,14 +188,14 @@ pub fn resnet50_width(classes: i64, hw: (i64, i64), width: i64) -> NetSpec {
         (3, 32 * width),
     ];
     resnet("resnet50", classes, hw, width, stages, |s, b, ch| {
-        LayerSpec::Bottleneck {
+        LayerSpec::Bottleneck(BottleneckSpec {
             mid_ch: ch / 4,
             out_ch: ch,
             stride: if s > 0 && b == 0 { 2 } else { 1 },
             project: b == 0,
             world: BnWorld::Batch,
             eps: 1e-5,
-        }
+        })
     })
 }
 
@@ -243,12 +246,18 @@ pub fn catalog() -> Vec<NetSpec> {
         resnet50(10, (224, 224)),
         resnet50(1000, (224, 224)),
     ]
+    .into_iter()
+    .chain(super::mobile::catalog())
+    .collect()
 }
 
 /// A built-in net by name. ResNets also take any class count and input size
 /// in the naming scheme of `resnet34`: `resnet50-k1000`, `resnet34-k10-64x64`.
 pub fn by_name(name: &str) -> Option<NetSpec> {
     if let Some(n) = catalog().into_iter().find(|n| n.name == name) {
+        return Some(n);
+    }
+    if let Some(n) = super::mobile::by_name(name) {
         return Some(n);
     }
     let (base, rest) = name.split_at(name.find('-')?);
@@ -350,21 +359,21 @@ mod tests {
         let stem: Vec<_> = n.layers[..4].iter().map(|(_, l)| l.clone()).collect();
         assert_eq!(
             stem[0],
-            LayerSpec::Conv2d {
+            LayerSpec::Conv2d(Conv2dSpec {
                 k: 7,
                 stride: 2,
                 padding: Padding::Symmetric,
                 out_ch: 64,
                 bias: false
-            }
+            })
         );
         assert_eq!(
             stem[2],
-            LayerSpec::MaxPool {
+            LayerSpec::MaxPool(MaxPoolSpec {
                 window: 3,
                 stride: 2,
                 pad: 1
-            }
+            })
         );
         // 224 → 112 (stem) → 56 (pool) → 56, 28, 14, 7.
         let chain = n.chain().unwrap();

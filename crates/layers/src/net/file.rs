@@ -1,12 +1,11 @@
 //! The file form of a NetSpec (README "Declaring a net"): TOML or JSON text
-//! read into a checked NetSpec, with errors that name the file, line and layer.
+//! that IS the NetSpec's serde form, read and checked before anything is
+//! built or allocated, with errors that name the file, line and field; and
+//! the writer that turns any net (every built-in) into such a file.
 
-use super::{by_name, catalog, LayerSpec, NetSpec};
-use crate::ops::conv::Padding;
-use crate::ops::norm::BnWorld;
-use crate::ops::pool::PoolBackward;
+use super::*;
 
-/// A NetSpec file could not be read or does not declare a net.
+/// A NetSpec file could not be read, or does not declare a net.
 #[derive(Clone, Debug, PartialEq)]
 pub struct NetFileError {
     /// `file:line:col` (or `file:line`, or `file`) where the reader knows it.
@@ -21,137 +20,32 @@ impl std::fmt::Display for NetFileError {
 }
 impl std::error::Error for NetFileError {}
 
-/// The file form of a net (see README "Declaring a net"). Every convention
-/// is a required field: a file that omits a padding mode or BN world is
-/// rejected rather than defaulted.
-#[derive(serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-struct NetFile {
-    name: String,
-    /// `[C, H, W]` of one example.
-    input: [i64; 3],
-    classes: i64,
-    label_smoothing: Option<f64>,
-    layers: Vec<LayerFile>,
+/// The text formats a net file can be in, by extension.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NetFormat {
+    Toml,
+    Json,
 }
 
-/// One layer: its name, its `op` and the fields that op needs (all others
-/// must be absent).
-#[derive(serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-struct LayerFile {
-    name: String,
-    op: OpFile,
-    k: Option<i64>,
-    stride: Option<i64>,
-    padding: Option<PaddingFile>,
-    out_ch: Option<i64>,
-    bias: Option<bool>,
-    world: Option<WorldFile>,
-    eps: Option<f64>,
-    window: Option<i64>,
-    pad: Option<i64>,
-    out_f: Option<i64>,
-}
-
-#[derive(serde::Deserialize, Clone, Copy, Debug)]
-#[serde(rename_all = "snake_case")]
-enum OpFile {
-    Conv2d,
-    BatchNorm,
-    Relu,
-    MaxPool,
-    GlobalAvgPool,
-    Flatten,
-    Dense,
-}
-
-#[derive(serde::Deserialize, Clone, Copy)]
-#[serde(rename_all = "snake_case")]
-enum PaddingFile {
-    Symmetric,
-    XlaSame,
-}
-
-#[derive(serde::Deserialize, Clone, Copy)]
-#[serde(rename_all = "snake_case")]
-enum WorldFile {
-    PerExample,
-    Batch,
-    Eval,
-}
-
-impl LayerFile {
-    /// The LayerSpec, or which field is missing or does not belong.
-    fn spec(&self) -> Result<LayerSpec, String> {
-        let need = |v: Option<i64>, f: &str| v.ok_or_else(|| format!("needs `{f}`"));
-        let fields: [(&str, bool); 10] = [
-            ("k", self.k.is_some()),
-            ("stride", self.stride.is_some()),
-            ("padding", self.padding.is_some()),
-            ("out_ch", self.out_ch.is_some()),
-            ("bias", self.bias.is_some()),
-            ("world", self.world.is_some()),
-            ("eps", self.eps.is_some()),
-            ("window", self.window.is_some()),
-            ("pad", self.pad.is_some()),
-            ("out_f", self.out_f.is_some()),
-        ];
-        let allowed: &[&str] = match self.op {
-            OpFile::Conv2d => &["k", "stride", "padding", "out_ch", "bias"],
-            OpFile::BatchNorm => &["world", "eps"],
-            OpFile::MaxPool => &["window", "stride", "pad"],
-            OpFile::Dense => &["out_f", "bias"],
-            OpFile::Relu | OpFile::GlobalAvgPool | OpFile::Flatten => &[],
-        };
-        if let Some((f, _)) = fields.iter().find(|(f, set)| *set && !allowed.contains(f)) {
-            return Err(format!("`{f}` does not apply to {:?}", self.op));
+impl NetFormat {
+    /// The format of a file named `origin` (`.toml` or `.json`), or the
+    /// "unknown net file format" error.
+    pub fn of(origin: &str) -> Result<NetFormat, NetFileError> {
+        match std::path::Path::new(origin)
+            .extension()
+            .and_then(|e| e.to_str())
+        {
+            Some("toml") => Ok(NetFormat::Toml),
+            Some("json") => Ok(NetFormat::Json),
+            other => Err(NetFileError {
+                at: origin.to_string(),
+                message: format!(
+                    "unknown net file format{}: expected a .toml or .json file",
+                    other.map_or(String::new(), |e| format!(" `.{e}`"))
+                ),
+            }),
         }
-        Ok(match self.op {
-            OpFile::Conv2d => LayerSpec::Conv2d {
-                k: need(self.k, "k")?,
-                stride: need(self.stride, "stride")?,
-                padding: match self
-                    .padding
-                    .ok_or("needs `padding` (symmetric or xla_same)")?
-                {
-                    PaddingFile::Symmetric => Padding::Symmetric,
-                    PaddingFile::XlaSame => Padding::XlaSame,
-                },
-                out_ch: need(self.out_ch, "out_ch")?,
-                bias: self.bias.ok_or("needs `bias`")?,
-            },
-            OpFile::BatchNorm => LayerSpec::BatchNorm {
-                world: match self
-                    .world
-                    .ok_or("needs `world` (per_example, batch or eval)")?
-                {
-                    WorldFile::PerExample => BnWorld::PerExample,
-                    WorldFile::Batch => BnWorld::Batch,
-                    WorldFile::Eval => BnWorld::Eval,
-                },
-                eps: self.eps.ok_or("needs `eps`")?,
-            },
-            OpFile::Relu => LayerSpec::Relu,
-            OpFile::MaxPool => LayerSpec::MaxPool {
-                window: need(self.window, "window")?,
-                stride: need(self.stride, "stride")?,
-                pad: need(self.pad, "pad")?,
-            },
-            OpFile::GlobalAvgPool => LayerSpec::GlobalAvgPool,
-            OpFile::Flatten => LayerSpec::Flatten,
-            OpFile::Dense => LayerSpec::Dense {
-                out_f: need(self.out_f, "out_f")?,
-                bias: self.bias.ok_or("needs `bias`")?,
-            },
-        })
     }
-}
-
-/// 1-based line of the first occurrence of `needle` in `text`.
-fn line_of(text: &str, needle: &str) -> Option<usize> {
-    text.find(needle)
-        .map(|at| text[..at].bytes().filter(|&b| b == b'\n').count() + 1)
 }
 
 fn line_col(text: &str, offset: usize) -> (usize, usize) {
@@ -161,13 +55,78 @@ fn line_col(text: &str, offset: usize) -> (usize, usize) {
     (line, col)
 }
 
+/// The byte offset in `text` of the field `path` (`layers[3].main[1].stride`,
+/// `classes`) of `net`. Each `list[i]` step moves to the first occurrence of
+/// that entry's quoted name after the previous step (the entry is looked up
+/// in the net's serde form, so every kind's lists are walked alike), past
+/// the names of the entries before it; the last segment to the first key of
+/// that name after it. `None` when the text
+/// does not spell it so (the error then names the file alone).
+fn locate(text: &str, net: &NetSpec, path: &str) -> Option<usize> {
+    let tree = serde_json::to_value(net).ok()?;
+    let mut cur = &tree;
+    let mut at = 0;
+    for seg in path.split('.') {
+        if let Some((list, i)) = seg.strip_suffix(']').and_then(|s| s.split_once('[')) {
+            // Past the names of the entries before it (names may repeat
+            // across lists, and a duplicate within one is an error to place).
+            let entries = cur.get(list)?.as_array()?;
+            let i: usize = i.parse().ok()?;
+            for (j, entry) in entries.get(..=i)?.iter().enumerate() {
+                let name = entry.get("name")?.as_str()?;
+                let (offset, len) = ["\"", "'"]
+                    .iter()
+                    .filter_map(|q| {
+                        let quoted = format!("{q}{name}{q}");
+                        text[at..].find(&quoted).map(|o| (o, quoted.len()))
+                    })
+                    .min()?;
+                at += if j < i { offset + len } else { offset };
+            }
+            cur = &entries[i];
+        } else if seg != "name" || at == 0 {
+            // (An entry's `name` is where its name was found.)
+            at += find_key(&text[at..], seg)?;
+        }
+    }
+    Some(at)
+}
+
+/// The offset of the first key `key` in `text`: `"key":` (JSON) or a line
+/// `key = …` (TOML).
+fn find_key(text: &str, key: &str) -> Option<usize> {
+    let json = text.find(&format!("\"{key}\""));
+    let mut toml = None;
+    let mut offset = 0;
+    for line in text.split_inclusive('\n') {
+        let trimmed = line.trim_start();
+        if let Some(rest) = trimmed.strip_prefix(key) {
+            if rest.trim_start().starts_with('=') {
+                toml = Some(offset + line.len() - trimmed.len());
+                break;
+            }
+        }
+        offset += line.len();
+    }
+    match (json, toml) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
 impl NetSpec {
-    /// Read a net from TOML (`.toml`) or JSON (any other name) text; `origin`
-    /// names the file in errors. The net is checked by building its chain, so
-    /// a channel or shape mismatch is reported here, naming the layer.
-    pub fn from_text(text: &str, origin: &str) -> Result<NetSpec, NetFileError> {
-        let file: NetFile = if origin.ends_with(".toml") {
-            toml::from_str(text).map_err(|e| NetFileError {
+    /// Read a net from TOML or JSON text (the format by `origin`'s extension;
+    /// `origin` names the file in errors) and check it before anything is
+    /// built or allocated: the fields (`NetSpec::validate`, naming the file,
+    /// line and field), then the shapes (`chain`, naming the layer), then
+    /// the size against `limit`.
+    pub fn from_text_with(
+        text: &str,
+        origin: &str,
+        limit: SizeLimit,
+    ) -> Result<NetSpec, NetFileError> {
+        let net: NetSpec = match NetFormat::of(origin)? {
+            NetFormat::Toml => toml::from_str(text).map_err(|e| NetFileError {
                 at: match e.span() {
                     Some(span) => {
                         let (l, c) = line_col(text, span.start);
@@ -176,78 +135,96 @@ impl NetSpec {
                     None => origin.to_string(),
                 },
                 message: e.message().trim_end().to_string(),
-            })?
-        } else {
-            serde_json::from_str(text).map_err(|e| NetFileError {
+            })?,
+            NetFormat::Json => serde_json::from_str(text).map_err(|e| NetFileError {
                 at: format!("{origin}:{}:{}", e.line(), e.column()),
                 message: e.to_string(),
-            })?
+            })?,
         };
-        let at_layer = |name: &str| match line_of(text, &format!("\"{name}\"")) {
-            Some(l) => format!("{origin}:{l}"),
+        let at_path = |path: &str| match locate(text, &net, path) {
+            Some(offset) => format!("{origin}:{}", line_col(text, offset).0),
             None => origin.to_string(),
         };
-        let mut layers = Vec::with_capacity(file.layers.len());
-        for (i, l) in file.layers.iter().enumerate() {
-            if layers.iter().any(|(n, _)| n == &l.name) {
-                return Err(NetFileError {
-                    at: at_layer(&l.name),
-                    message: format!("layer {i} `{}`: the name is used twice", l.name),
-                });
-            }
-            let spec = l.spec().map_err(|m| NetFileError {
-                at: at_layer(&l.name),
-                message: format!("layer {i} `{}` ({:?}): {m}", l.name, l.op),
-            })?;
-            layers.push((l.name.clone(), spec));
-        }
-        let (c, h, w) = (file.input[0], file.input[1], file.input[2]);
-        if c < 1 || h < 1 || w < 1 || file.classes < 1 {
+        if let Err(e) = net.validate() {
             return Err(NetFileError {
-                at: origin.to_string(),
-                message: "input dims and classes must be positive".into(),
+                at: at_path(&e.field),
+                message: e.message,
             });
         }
-        let net = NetSpec {
-            name: file.name,
-            input: (c, h, w),
-            classes: file.classes,
-            layers,
-            label_smoothing: file.label_smoothing,
-            pool_backward: PoolBackward::default(),
-        };
-        if let Err(e) = net.chain() {
-            // The chain's errors start with the net and layer name.
-            let layer = net
-                .layers
+        // The chain's errors start with the net and the top-level layer name.
+        let at_layer_of = |message: &str| {
+            net.layers
                 .iter()
-                .map(|(n, _)| n)
-                .find(|n| e.0.contains(&format!(": {n}: ")));
-            return Err(NetFileError {
-                at: layer.map_or_else(|| origin.to_string(), |n| at_layer(n)),
-                message: e.0,
-            });
-        }
+                .position(|(n, _)| message.starts_with(&format!("{}: {n}: ", net.name)))
+                .map_or_else(|| origin.to_string(), |i| at_path(&format!("layers[{i}]")))
+        };
+        net.check_size(limit).map_err(|e| NetFileError {
+            at: at_layer_of(&e.0),
+            message: e.0,
+        })?;
         Ok(net)
+    }
+
+    /// [`NetSpec::from_text_with`] under the default (or
+    /// `CERTGRAD_MAX_FLOATS`) size limit.
+    pub fn from_text(text: &str, origin: &str) -> Result<NetSpec, NetFileError> {
+        let limit = SizeLimit::from_env().map_err(|m| NetFileError {
+            at: origin.to_string(),
+            message: m,
+        })?;
+        NetSpec::from_text_with(text, origin, limit)
     }
 
     /// Read a net from a `.toml` or `.json` file.
     pub fn load(path: &std::path::Path) -> Result<NetSpec, NetFileError> {
         let origin = path.display().to_string();
+        NetFormat::of(&origin)?;
         let text = std::fs::read_to_string(path).map_err(|e| NetFileError {
             at: origin.clone(),
             message: e.to_string(),
         })?;
         NetSpec::from_text(&text, &origin)
     }
+
+    /// The net as the text of a file of `format`, which reads back to this
+    /// net (the emission choice `pool_backward` is not part of it).
+    pub fn to_text(&self, format: NetFormat) -> Result<String, String> {
+        match format {
+            NetFormat::Toml => toml::to_string(self).map_err(|e| e.to_string()),
+            NetFormat::Json => serde_json::to_string_pretty(self)
+                .map(|t| t + "\n")
+                .map_err(|e| e.to_string()),
+        }
+    }
+
+    /// Write the net to `path` (`.toml` or `.json`).
+    pub fn write(&self, path: &std::path::Path) -> Result<(), NetFileError> {
+        let origin = path.display().to_string();
+        let err = |message: String| NetFileError {
+            at: origin.clone(),
+            message,
+        };
+        let text = self.to_text(NetFormat::of(&origin)?).map_err(err)?;
+        std::fs::write(path, text).map_err(|e| err(e.to_string()))
+    }
 }
 
-/// A built-in net by name, or a net file (a name ending in `.toml`/`.json`).
+/// Whether a net argument names a file rather than a built-in: it has an
+/// extension or a path separator, or a file of that name exists.
+pub fn is_file_arg(name_or_file: &str) -> bool {
+    let p = std::path::Path::new(name_or_file);
+    p.extension().is_some() || name_or_file.contains(std::path::MAIN_SEPARATOR) || p.is_file()
+}
+
+/// The one resolver every command's net argument goes through: a built-in
+/// net by name, or a net file (`.toml` / `.json`; any other extension is an
+/// "unknown net file format" error). Either is size-checked
+/// (`CERTGRAD_MAX_FLOATS`) before the caller builds anything.
 pub fn resolve(name_or_file: &str) -> Result<NetSpec, NetFileError> {
-    if name_or_file.ends_with(".toml") || name_or_file.ends_with(".json") {
+    if is_file_arg(name_or_file) {
         return NetSpec::load(std::path::Path::new(name_or_file));
     }
-    by_name(name_or_file).ok_or_else(|| NetFileError {
+    let net = by_name(name_or_file).ok_or_else(|| NetFileError {
         at: name_or_file.to_string(),
         message: format!(
             "no built-in net of that name (built-in: {}; or give a .toml/.json file)",
@@ -257,7 +234,16 @@ pub fn resolve(name_or_file: &str) -> Result<NetSpec, NetFileError> {
                 .collect::<Vec<_>>()
                 .join(", ")
         ),
-    })
+    })?;
+    let limit = SizeLimit::from_env().map_err(|m| NetFileError {
+        at: name_or_file.to_string(),
+        message: m,
+    })?;
+    net.check_size(limit).map_err(|e| NetFileError {
+        at: name_or_file.to_string(),
+        message: e.0,
+    })?;
+    Ok(net)
 }
 
 #[cfg(test)]
@@ -275,24 +261,25 @@ mod tests {
         let net = NetSpec::load(&example("tiny.toml")).unwrap();
         assert_eq!(net.name, "tiny-bbn");
         assert_eq!(net.input, (3, 8, 8));
+        assert_eq!(net.label_smoothing, None);
         assert_eq!(net.bn_world(), Some(BnWorld::Batch));
         // conv 3→4 (108+4), bn (4+4), conv 4→8 (288+8), bn (8+8),
         // dense 32→16 (512+16), dense 16→4 (64+4).
         assert_eq!(net.param_count().unwrap(), (12, 1028));
         assert!(net.layers.contains(&(
             "stage2.pool".into(),
-            LayerSpec::MaxPool {
+            LayerSpec::MaxPool(MaxPoolSpec {
                 window: 3,
                 stride: 2,
                 pad: 1
-            }
+            })
         )));
     }
 
     #[test]
     fn json_and_toml_declare_the_same_net() {
         let toml_net = NetSpec::load(&example("tiny.toml")).unwrap();
-        let json = r#"{"name": "tiny-bbn", "input": [3, 8, 8], "classes": 4, "layers": [
+        let json = r#"{"name": "tiny-bbn", "input": [3, 8, 8], "classes": 4, "label_smoothing": "none", "layers": [
             {"name": "stage1.conv", "op": "conv2d", "k": 3, "stride": 1, "padding": "symmetric", "out_ch": 4, "bias": true},
             {"name": "stage1.bn", "op": "batch_norm", "world": "batch", "eps": 1e-5},
             {"name": "stage1.pool", "op": "max_pool", "window": 2, "stride": 2, "pad": 0},
@@ -309,7 +296,7 @@ mod tests {
     }
 
     #[test]
-    fn file_errors_name_the_line_and_the_layer() {
+    fn reader_errors_name_the_line() {
         let text = std::fs::read_to_string(example("tiny.toml")).unwrap();
         // A syntax error: the reader's own line and column.
         let bad = text.replace(
@@ -317,28 +304,39 @@ mod tests {
             "k = = 3",
         );
         let e = NetSpec::from_text(&bad, "t.toml").unwrap_err();
-        assert!(e.at.starts_with("t.toml:13:"), "{e}");
-        // An omitted convention is an error, not a default.
+        assert!(e.at.starts_with("t.toml:14:"), "{e}");
+        // An omitted convention is an error, not a default: the reader names
+        // the field and the layer's table.
         let bad = text.replacen("padding = \"symmetric\"\n", "", 1);
         let e = NetSpec::from_text(&bad, "t.toml").unwrap_err();
-        assert!(
-            e.message.contains("stage1.conv") && e.message.contains("padding"),
-            "{e}"
-        );
-        assert_eq!(e.at, "t.toml:11");
-        // A field of another op.
-        let bad = text.replacen("world = \"batch\"", "world = \"batch\"\nwindow = 2", 1);
+        assert!(e.message.contains("padding"), "{e}");
+        assert!(e.at.starts_with("t.toml:11:"), "{e}");
+        // A field of another kind, and a misspelt one: named, with a line.
+        for (from, to, field) in [
+            (
+                "world = \"batch\"",
+                "world = \"batch\"\nwindow = 2",
+                "window",
+            ),
+            ("out_f = 16", "outf = 16", "outf"),
+        ] {
+            let e = NetSpec::from_text(&text.replacen(from, to, 1), "t.toml").unwrap_err();
+            assert!(e.message.contains(field), "{e}");
+            assert!(e.at.starts_with("t.toml:"), "{e}");
+        }
+        // No default label smoothing either.
+        let bad = text.replacen("label_smoothing = \"none\"", "", 1);
         let e = NetSpec::from_text(&bad, "t.toml").unwrap_err();
-        assert!(e.message.contains("`window` does not apply"), "{e}");
-        // A misspelt field: the reader names it, with its line.
-        let bad = text.replacen("out_f = 16", "outf = 16", 1);
-        let e = NetSpec::from_text(&bad, "t.toml").unwrap_err();
-        assert!(e.message.contains("outf"), "{e}");
-        assert!(e.at.starts_with("t.toml:"), "{e}");
-        // A shape mismatch found by building the chain names the layer.
+        assert!(e.message.contains("label_smoothing"), "{e}");
+    }
+
+    #[test]
+    fn shape_errors_name_the_layer_and_its_line() {
+        let text = std::fs::read_to_string(example("tiny.toml")).unwrap();
         let bad = text.replacen("out_f = 4", "out_f = 5", 1);
         let e = NetSpec::from_text(&bad, "t.toml").unwrap_err();
         assert!(e.message.contains("expected logits [B, 4]"), "{e}");
+        // A global average pool where an NCHW input was expected downstream.
         let bad = text.replacen(
             "eps = 1e-5",
             "eps = 1e-5\n[[layers]]\nname = \"x\"\nop = \"global_avg_pool\"",
@@ -346,12 +344,26 @@ mod tests {
         );
         let e = NetSpec::from_text(&bad, "t.toml").unwrap_err();
         assert!(e.message.contains("stage1.pool"), "{e}");
+        let line = |needle: &str| text[..text.find(needle).unwrap()].matches('\n').count() + 1;
+        // The pool's `name` line (the inserted layer is 3 lines above it).
+        assert_eq!(
+            e.at,
+            format!("t.toml:{}", line("\"stage1.pool\"") + 3),
+            "{e}"
+        );
     }
 
     #[test]
-    fn resolve_finds_built_ins_and_rejects_unknown_names() {
+    fn unknown_formats_and_names_are_clear_errors() {
         assert_eq!(resolve("cifar8").unwrap().name, "cifar8");
         let e = resolve("cifar9").unwrap_err();
         assert!(e.message.contains("cifar8-bbn"), "{e}");
+        for f in ["net.yaml", "net.TOML", "dir/net"] {
+            let e = resolve(f).unwrap_err();
+            assert!(e.message.contains("unknown net file format"), "{f}: {e}");
+            assert_eq!(e.at, f);
+        }
+        let e = resolve("no-such-file.toml").unwrap_err();
+        assert_eq!(e.at, "no-such-file.toml");
     }
 }

@@ -6,110 +6,159 @@
 //! The model lives here; the file format (TOML/JSON) in `file`, the built-in
 //! nets (cifar8 family, ResNet-34/50) in `builtin`, both re-exported.
 
-use crate::blocks::{BlockNorm, ResidualBlock};
 use crate::combinators::Chain;
-use crate::layer::{CertLayer, LayerError, ParamSpec, Saved};
-use crate::ops::activation::Relu;
-use crate::ops::conv::{Conv2d, Padding};
-use crate::ops::dense::{Dense, Flatten, GlobalAvgPool};
+use crate::layer::{CertLayer, LayerError, ParamSpec};
 use crate::ops::loss::SoftmaxCrossEntropy;
-use crate::ops::norm::{BatchNorm, BnWorld};
-use crate::ops::pool::{MaxPool, PoolBackward};
+use crate::ops::norm::BnWorld;
+use crate::ops::pool::PoolBackward;
 use ir::TensorType;
 
+mod block;
 mod builtin;
 mod file;
+mod leaves;
+mod limits;
+mod mobile;
+mod named;
+mod nested;
+mod residual;
 
+pub use block::{at_least, positive_eps, BlockSpec, BuildCtx, FieldError};
 pub use builtin::{by_name, catalog, cifar8, resnet34, resnet34_width, resnet50, resnet50_width};
-pub use file::{resolve, NetFileError};
+pub use file::{is_file_arg, resolve, NetFileError, NetFormat};
+pub use leaves::{
+    channels, BatchNormSpec, Conv2dSpec, DenseSpec, FlattenSpec, GlobalAvgPoolSpec, MaxPoolSpec,
+    ReluSpec,
+};
+pub use limits::SizeLimit;
+pub use mobile::{
+    efficientnet_b0, efficientnet_b0_width, mobilenetv2, mobilenetv2_width, mobilenetv4_conv_m,
+    mobilenetv4_conv_m_width,
+};
+pub use named::{build_chain, validate_list, Layers};
+pub use nested::{ResidualSpec, SequentialSpec};
+pub use residual::{BasicBlockSpec, BottleneckSpec};
 
-/// One layer of a net, with every convention explicit. Channel counts of
-/// inputs are inferred from the layer before.
-#[derive(Clone, Debug, PartialEq)]
-pub enum LayerSpec {
-    Conv2d {
-        k: i64,
-        stride: i64,
-        padding: Padding,
-        out_ch: i64,
-        bias: bool,
-    },
-    BatchNorm {
-        world: BnWorld,
-        eps: f64,
-    },
-    Relu,
-    MaxPool {
-        window: i64,
-        stride: i64,
-        pad: i64,
-    },
-    GlobalAvgPool,
-    Flatten,
-    Dense {
-        out_f: i64,
-        bias: bool,
-    },
-    /// ResNet basic block `relu(main(x) + skip(x))`, main = conv3×3/`stride`
-    /// → BN → ReLU → conv3×3 → BN (bias-free, symmetric padding). `project`:
-    /// the skip is conv1×1/`stride` → BN, else the identity (stride 1, equal
-    /// channels). See `crate::blocks::ResidualBlock::basic`.
-    BasicBlock {
-        out_ch: i64,
-        stride: i64,
-        project: bool,
-        world: BnWorld,
-        eps: f64,
-    },
-    /// ResNet v1.5 bottleneck: conv1×1 (→`mid_ch`) → BN → ReLU → conv3×3/`stride`
-    /// → BN → ReLU → conv1×1 (→`out_ch`) → BN, plus the skip as in `BasicBlock`.
-    Bottleneck {
-        mid_ch: i64,
-        out_ch: i64,
-        stride: i64,
-        project: bool,
-        world: BnWorld,
-        eps: f64,
-    },
-}
+/// A batch norm of a net, wherever it sits (top level or inside a block):
+/// its path from the chain's `Saved` (`NetSpec::chain` or `chain_with_loss`:
+/// the loss comes last, so paths agree) and its name (`stem.bn`,
+/// `stage2.block1.main.bn1`).
+pub type BnSite = crate::layer::BlockBn;
 
-/// A batch norm of a net, wherever it sits (top level or inside a block).
-#[derive(Clone, Debug, PartialEq)]
-pub struct BnSite {
-    /// Its parameter path without the `.gamma` (`stem.bn`, `stage2.block1.main.bn1`).
-    pub name: String,
-    pub ch: i64,
-    pub world: BnWorld,
-    /// Child indices from the chain's `Saved` down to the batch norm's.
-    pub path: Vec<usize>,
-}
-
-impl BnSite {
-    /// The `(mean, var)` this batch norm's forward computed, read from the
-    /// `Saved` of the chain it belongs to (`NetSpec::chain` or
-    /// `chain_with_loss`: the loss comes last, so paths agree).
-    pub fn stats(&self, chain_saved: &Saved) -> Option<(ir::ValueId, ir::ValueId)> {
-        let mut s = chain_saved;
-        for &i in &self.path {
-            s = s.children.get(i)?;
+/// Declares `LayerSpec`, one variant per block kind, and the one dispatch
+/// from a variant to its payload's `BlockSpec`. A new block kind is a
+/// payload type implementing `BlockSpec` (+ serde) and one line here.
+macro_rules! layer_kinds {
+    ($($(#[$doc:meta])* $variant:ident($payload:ty),)*) => {
+        /// One layer of a net, with every convention explicit: a block kind
+        /// and its payload. Channel counts of inputs are inferred from the
+        /// layer before. In a net file, the kind is the `op` field
+        /// (snake_case) beside the payload's fields.
+        #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+        #[serde(tag = "op", rename_all = "snake_case")]
+        pub enum LayerSpec {
+            $($(#[$doc])* $variant($payload),)*
         }
-        BatchNorm::saved_stats(s)
-    }
+
+        impl LayerSpec {
+            /// The payload, as the block that answers for this layer.
+            pub fn as_block(&self) -> &dyn BlockSpec {
+                match self {
+                    $(LayerSpec::$variant(b) => b,)*
+                }
+            }
+            /// The payload, to switch its world.
+            pub fn as_block_mut(&mut self) -> &mut dyn BlockSpec {
+                match self {
+                    $(LayerSpec::$variant(b) => b,)*
+                }
+            }
+        }
+    };
 }
 
-#[derive(Clone, Debug, PartialEq)]
+layer_kinds! {
+    Conv2d(Conv2dSpec),
+    BatchNorm(BatchNormSpec),
+    Relu(ReluSpec),
+    MaxPool(MaxPoolSpec),
+    GlobalAvgPool(GlobalAvgPoolSpec),
+    Flatten(FlattenSpec),
+    Dense(DenseSpec),
+    BasicBlock(BasicBlockSpec),
+    Bottleneck(BottleneckSpec),
+    /// The depthwise family's blocks (`crate::blocks_mobile`, `mobile`).
+    ConvBnAct(crate::blocks_mobile::ConvBnActSpec),
+    InvertedResidual(crate::blocks_mobile::InvertedResidualSpec),
+    MbConvSe(crate::blocks_mobile::MbConvSeSpec),
+    FusedMbConv(crate::blocks_mobile::FusedMbConvSpec),
+    Uib(crate::blocks_mobile::UibSpec),
+    Sequential(SequentialSpec),
+    Residual(ResidualSpec),
+}
+
+/// A net. Its file form (README "Declaring a net") is this struct's serde
+/// form: every field required, unknown fields refused.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct NetSpec {
     pub name: String,
     /// Per-example input `(C, H, W)`.
     pub input: (i64, i64, i64),
     pub classes: i64,
-    /// Named layers in forward order; names scope parameters and kink sites.
-    pub layers: Vec<(String, LayerSpec)>,
-    /// Label smoothing α of the loss (target `(1−α)·onehot + α/K`).
+    /// Label smoothing α of the loss (target `(1−α)·onehot + α/K`); in a
+    /// file, a number or `"none"` (TOML has no null).
+    #[serde(with = "smoothing")]
     pub label_smoothing: Option<f64>,
+    /// Named layers in forward order; names scope parameters and kink sites.
+    #[serde(with = "named::tables")]
+    pub layers: Layers,
     /// The emitted form of every max pool's backward (the function is the
-    /// same; IREE cannot lower an overlapping `select_and_scatter`).
+    /// same; IREE cannot lower an overlapping `select_and_scatter`): an
+    /// emission choice of the command (`--pool-backward`), not part of the
+    /// net, so not in its file.
+    #[serde(skip)]
     pub pool_backward: PoolBackward,
+}
+
+/// `label_smoothing` in a file: α, or `"none"`.
+mod smoothing {
+    use serde::de::{self, Visitor};
+    use serde::{Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(a: &Option<f64>, s: S) -> Result<S::Ok, S::Error> {
+        match a {
+            Some(a) => s.serialize_f64(*a),
+            None => s.serialize_str("none"),
+        }
+    }
+
+    struct Alpha;
+    impl Visitor<'_> for Alpha {
+        type Value = Option<f64>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a label smoothing α in [0, 1) or \"none\"")
+        }
+        fn visit_f64<E: de::Error>(self, v: f64) -> Result<Self::Value, E> {
+            Ok(Some(v))
+        }
+        fn visit_i64<E: de::Error>(self, v: i64) -> Result<Self::Value, E> {
+            Ok(Some(v as f64))
+        }
+        fn visit_u64<E: de::Error>(self, v: u64) -> Result<Self::Value, E> {
+            Ok(Some(v as f64))
+        }
+        fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+            match v {
+                "none" => Ok(None),
+                _ => Err(E::invalid_value(de::Unexpected::Str(v), &self)),
+            }
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+        d.deserialize_any(Alpha)
+    }
 }
 
 impl NetSpec {
@@ -119,59 +168,17 @@ impl NetSpec {
         TensorType::f32(vec![batch, c, h, w])
     }
 
+    /// The emission choices every block is built with.
+    pub fn build_ctx(&self) -> BuildCtx {
+        BuildCtx {
+            pool_backward: self.pool_backward,
+        }
+    }
+
     /// The forward as a chain of CertLayers (logits out, no loss).
     pub fn chain(&self) -> Result<Chain, LayerError> {
-        let mut chain = Chain::new();
-        let mut ty = self.input_type(1);
-        for (name, spec) in &self.layers {
-            let layer: Box<dyn CertLayer> = match spec {
-                LayerSpec::Conv2d {
-                    k,
-                    stride,
-                    padding,
-                    out_ch,
-                    bias,
-                } => Box::new(Conv2d {
-                    k: *k,
-                    stride: *stride,
-                    padding: *padding,
-                    in_ch: channels(&ty, name)?,
-                    out_ch: *out_ch,
-                    bias: *bias,
-                }),
-                LayerSpec::BatchNorm { world, eps } => Box::new(BatchNorm {
-                    ch: channels(&ty, name)?,
-                    world: *world,
-                    eps: *eps,
-                }),
-                LayerSpec::Relu => Box::new(Relu),
-                LayerSpec::MaxPool {
-                    window,
-                    stride,
-                    pad,
-                } => Box::new(MaxPool {
-                    window: *window,
-                    stride: *stride,
-                    pad: *pad,
-                    backward: self.pool_backward,
-                }),
-                LayerSpec::GlobalAvgPool => Box::new(GlobalAvgPool),
-                LayerSpec::Flatten => Box::new(Flatten),
-                LayerSpec::Dense { out_f, bias } => Box::new(Dense {
-                    in_f: *ty.shape.last().unwrap_or(&0),
-                    out_f: *out_f,
-                    bias: *bias,
-                }),
-                LayerSpec::BasicBlock { .. } | LayerSpec::Bottleneck { .. } => Box::new(
-                    spec.block(channels(&ty, name)?)
-                        .map_err(|e| LayerError(format!("{}: {name}: {e}", self.name)))?,
-                ),
-            };
-            ty = layer
-                .output_type(&ty)
-                .map_err(|e| LayerError(format!("{}: {name}: {e}", self.name)))?;
-            chain.layers.push((name.clone(), layer));
-        }
+        let (chain, ty) = build_chain(&self.layers, &self.input_type(1), &self.build_ctx())
+            .map_err(|e| LayerError(format!("{}: {e}", self.name)))?;
         if ty.shape != [1, self.classes] {
             return Err(LayerError(format!(
                 "{}: the forward ends in {ty}, expected logits [B, {}]",
@@ -254,109 +261,23 @@ impl NetSpec {
     }
 
     /// Every batch norm of the net in forward (= parameter) order, with where
-    /// its statistics sit in the chain's `Saved`. A train step's batch-stat
-    /// outputs and running-stat inputs are one per site.
+    /// its statistics sit in the chain's `Saved`: the chain's own
+    /// `batch_norms()` walk. A train step's batch-stat outputs and
+    /// running-stat inputs are one per site.
     pub fn bn_sites(&self) -> Result<Vec<BnSite>, LayerError> {
-        let chain = self.chain()?;
-        let tys = chain.types(&self.input_type(1))?;
-        let mut out = Vec::new();
-        for (i, ((name, spec), ty)) in self.layers.iter().zip(&tys).enumerate() {
-            match spec {
-                LayerSpec::BatchNorm { world, .. } => out.push(BnSite {
-                    name: name.clone(),
-                    ch: ty.shape[1],
-                    world: *world,
-                    path: vec![i],
-                }),
-                LayerSpec::BasicBlock { world, .. } | LayerSpec::Bottleneck { world, .. } => {
-                    for b in spec.block(channels(ty, name)?)?.bns {
-                        let mut path = vec![i];
-                        path.extend(b.path);
-                        out.push(BnSite {
-                            name: format!("{name}.{}", b.name),
-                            ch: b.ch,
-                            world: *world,
-                            path,
-                        });
-                    }
-                }
-                _ => {}
-            }
-        }
-        Ok(out)
+        Ok(self.chain()?.batch_norms())
     }
 }
 
 impl LayerSpec {
     /// The BN world of this layer's batch norm(s), if it has any.
     pub fn bn_world(&self) -> Option<BnWorld> {
-        match self {
-            LayerSpec::BatchNorm { world, .. }
-            | LayerSpec::BasicBlock { world, .. }
-            | LayerSpec::Bottleneck { world, .. } => Some(*world),
-            _ => None,
-        }
+        self.as_block().bn_world()
     }
 
     /// Put this layer's batch norm(s) in `world`.
-    pub fn set_bn_world(&mut self, to: BnWorld) {
-        match self {
-            LayerSpec::BatchNorm { world, .. }
-            | LayerSpec::BasicBlock { world, .. }
-            | LayerSpec::Bottleneck { world, .. } => *world = to,
-            _ => {}
-        }
-    }
-
-    /// The block CertLayer of a `BasicBlock` / `Bottleneck` at `in_ch` input
-    /// channels (an error for other layers).
-    pub fn block(&self, in_ch: i64) -> Result<ResidualBlock, LayerError> {
-        match self {
-            LayerSpec::BasicBlock {
-                out_ch,
-                stride,
-                project,
-                world,
-                eps,
-            } => ResidualBlock::basic(
-                in_ch,
-                *out_ch,
-                *stride,
-                *project,
-                BlockNorm {
-                    world: *world,
-                    eps: *eps,
-                },
-            ),
-            LayerSpec::Bottleneck {
-                mid_ch,
-                out_ch,
-                stride,
-                project,
-                world,
-                eps,
-            } => ResidualBlock::bottleneck(
-                in_ch,
-                *mid_ch,
-                *out_ch,
-                *stride,
-                *project,
-                BlockNorm {
-                    world: *world,
-                    eps: *eps,
-                },
-            ),
-            other => Err(LayerError(format!("{other:?} is not a residual block"))),
-        }
-    }
-}
-
-fn channels(ty: &TensorType, layer: &str) -> Result<i64, LayerError> {
-    match ty.shape.as_slice() {
-        [_, c, _, _] => Ok(*c),
-        _ => Err(LayerError(format!(
-            "{layer}: expects an NCHW input, got {ty}"
-        ))),
+    pub fn set_bn_world(&mut self, world: BnWorld) {
+        self.as_block_mut().set_bn_world(world)
     }
 }
 
@@ -431,8 +352,8 @@ mod tests {
             assert_eq!(a, b);
             match (x, y) {
                 (
-                    LayerSpec::BatchNorm { world: w1, .. },
-                    LayerSpec::BatchNorm { world: w2, .. },
+                    LayerSpec::BatchNorm(BatchNormSpec { world: w1, .. }),
+                    LayerSpec::BatchNorm(BatchNormSpec { world: w2, .. }),
                 ) => {
                     assert_eq!((*w1, *w2), (BnWorld::Batch, BnWorld::Eval))
                 }

@@ -30,7 +30,8 @@ use ir::{ConvAttrs, FuncBuilder, TensorType, TypeError, ValueId};
 ///
 /// `p = (k−1)/2` (floor). At stride 1 both conventions pad `[p, k−1−p]` (even
 /// kernels get one more on the high side, so the output keeps the input size).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Padding {
     /// torchvision / He et al.: stride 2 pads `[p, p]` (keeps the even phase of
     /// the stride-1 SAME conv); stride 4 exists only as the k=4 patchify conv

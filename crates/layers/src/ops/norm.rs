@@ -7,7 +7,7 @@
 
 use crate::combinators::ReplacedBackward;
 use crate::emit::{Emit, EmitResult};
-use crate::layer::{CertLayer, Grads, Init, LayerError, ParamSpec, Saved, Sites};
+use crate::layer::{BlockBn, CertLayer, Grads, Init, LayerError, ParamSpec, Saved, Sites};
 use ir::{FuncBuilder, TensorType, UnaryOp, ValueId};
 
 /// The normalized input over a reduction set, with what the backward reads.
@@ -126,7 +126,8 @@ fn affine_backward(
 }
 
 /// Which statistics batch norm normalizes with (REFERENCE §2.10: never mix).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum BnWorld {
     /// Per channel over the H·W of each example (reduce dims [2,3]), as the
     /// cifar8_bn renders.
@@ -210,6 +211,15 @@ impl CertLayer for BatchNorm {
             )));
         }
         Ok(input.clone())
+    }
+
+    fn batch_norms(&self) -> Vec<BlockBn> {
+        vec![BlockBn {
+            name: String::new(),
+            ch: self.ch,
+            world: self.world,
+            path: Vec::new(),
+        }]
     }
 
     fn params(&self, _: &TensorType) -> Vec<ParamSpec> {
