@@ -26,8 +26,7 @@ use crate::tie::{multi_index, Verdict};
 use den::{eval_func, eval_replicas, EvalOptions, Exact, NotExact, Scalar, Tensor, Value};
 use ir::rng::{Rng, CERT_SALT};
 use ir::{ElemType, Module};
-use layers::net::BatchNormSpec;
-use layers::net::{LayerSpec, NetSpec};
+use layers::net::NetSpec;
 use layers::ops::norm::BnWorld;
 use layers::trainstep::{render_step, step_signature_with, SlotKind, StepOptions};
 use std::cmp::Ordering;
@@ -135,16 +134,11 @@ pub fn check_dp_step<S: Scalar>(
     report
 }
 
+/// Whether any batch norm of `net` — top level or inside a block — is a
+/// true-batch one (the walk of `NetSpec::bn_sites`, whatever the kinds).
 fn has_batch_bn(net: &NetSpec) -> bool {
-    net.layers.iter().any(|(_, l)| {
-        matches!(
-            l,
-            LayerSpec::BatchNorm(BatchNormSpec {
-                world: BnWorld::Batch,
-                ..
-            })
-        )
-    })
+    net.bn_sites()
+        .is_ok_and(|sites| sites.iter().any(|s| s.world == BnWorld::Batch))
 }
 
 /// Rows `[from, from + n)` of a `[N, …]` tensor.

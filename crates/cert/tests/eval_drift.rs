@@ -7,8 +7,7 @@
 //! per-example world for a batch-BN net — are caught at the layer they hit.
 
 use cert::net::check_eval_drift;
-use layers::net::MaxPoolSpec;
-use layers::net::{by_name, resnet34_width, LayerSpec, NetSpec};
+use layers::net::{by_name, resnet34_width, LayerSpec, MaxPoolSpec, NetSpec};
 use layers::ops::norm::BnWorld;
 
 /// The net the eval forward of `net` is rendered from.

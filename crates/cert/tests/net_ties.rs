@@ -8,8 +8,7 @@ use cert::net::{check_eval_drift, forward_segments};
 use cert::{certify_layer, certify_net, net_tie_options, Verdict};
 use ir::{FuncBuilder, TensorType, ValueId};
 use layers::emit::EmitResult;
-use layers::net::{by_name, LayerSpec, NetSpec};
-use layers::net::{BatchNormSpec, MaxPoolSpec};
+use layers::net::{by_name, BatchNormSpec, LayerSpec, MaxPoolSpec, NetSpec};
 use layers::ops::norm::{BatchNorm, BnWorld};
 use layers::{CertLayer, Chain, Grads, LayerError, ParamSpec, Saved, Sites};
 

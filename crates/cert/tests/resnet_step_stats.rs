@@ -8,8 +8,7 @@
 
 use den::{eval_func, EvalOptions, Tensor, Value};
 use ir::{ElemType, Module};
-use layers::net::BatchNormSpec;
-use layers::net::{resnet34_width, NetSpec};
+use layers::net::{resnet34_width, BatchNormSpec, NetSpec};
 use layers::ops::norm::BnWorld;
 use layers::trainstep::{
     eval_signature, render_eval_forward, render_logits_forward, render_step, step_signature,

@@ -18,8 +18,9 @@ use ir::{FuncBuilder, TensorType, ValueId};
 use layers::blocks::{block_conv, BlockNorm, ResidualBlock};
 use layers::combinators::{Chain, Projection, Residual};
 use layers::emit::EmitResult;
-use layers::net::BasicBlockSpec;
-use layers::net::{resnet34, resnet34_width, resnet50, resnet50_width, LayerSpec, NetSpec};
+use layers::net::{
+    resnet34, resnet34_width, resnet50, resnet50_width, BasicBlockSpec, LayerSpec, NetSpec,
+};
 use layers::ops::activation::Relu;
 use layers::ops::conv::{Conv2d, Padding};
 use layers::ops::norm::{BatchNorm, BnWorld};

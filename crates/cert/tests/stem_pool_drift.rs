@@ -20,9 +20,9 @@ use common::refuted_block;
 use den::{eval_func, EvalOptions, Tensor, Value};
 use ir::{BinaryOp, FuncBuilder, Module, OpKind, TensorType, ValueId, WindowAttrs};
 use layers::emit::EmitResult;
-use layers::net::{resnet34, LayerSpec, NetSpec};
 use layers::net::{
-    BasicBlockSpec, BatchNormSpec, Conv2dSpec, DenseSpec, GlobalAvgPoolSpec, MaxPoolSpec, ReluSpec,
+    resnet34, BasicBlockSpec, BatchNormSpec, Conv2dSpec, DenseSpec, GlobalAvgPoolSpec, LayerSpec,
+    MaxPoolSpec, NetSpec, ReluSpec,
 };
 use layers::ops::conv::Padding;
 use layers::ops::norm::BnWorld;

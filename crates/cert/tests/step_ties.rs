@@ -8,8 +8,10 @@ use cert::step::{certify_train_step, StepTieOptions};
 use cert::Verdict;
 use den::{eval_func, EvalOptions, Tensor, Value};
 use ir::{BinaryOp, DenseData, ElemType, Module, OpKind, ValueId};
-use layers::net::{by_name, LayerSpec, NetSpec};
-use layers::net::{BatchNormSpec, Conv2dSpec, DenseSpec, FlattenSpec, MaxPoolSpec, ReluSpec};
+use layers::net::{
+    by_name, BatchNormSpec, Conv2dSpec, DenseSpec, FlattenSpec, LayerSpec, MaxPoolSpec, NetSpec,
+    ReluSpec,
+};
 use layers::ops::conv::Padding;
 use layers::ops::norm::BnWorld;
 use layers::trainstep::{render_step, step_signature, Optimizer, SlotKind, StepOptions};

@@ -99,6 +99,22 @@ mod tests {
     }
 
     #[test]
+    fn write_file_writes_a_net_that_resolves_back_to_itself() {
+        let dir = std::env::temp_dir();
+        for ext in ["toml", "json"] {
+            let out = dir.join(format!("certgrad-nets-{}.{ext}", std::process::id()));
+            nets(Some("resnet50-k1000"), Some(&out)).unwrap();
+            let back = resolve(&out.display().to_string()).unwrap();
+            std::fs::remove_file(&out).ok();
+            assert_eq!(back, layers::net::by_name("resnet50-k1000").unwrap());
+        }
+        // Without a net there is nothing to write; a YAML name is refused.
+        assert!(nets(None, Some(Path::new("x.toml"))).is_err());
+        let e = nets(Some("cifar8"), Some(Path::new("x.yaml"))).unwrap_err();
+        assert!(e.to_string().contains("unknown net file format"), "{e}");
+    }
+
+    #[test]
     fn certify_net_writes_a_certificate_for_the_example_file() {
         let example = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/nets/tiny.toml");
         let out = std::env::temp_dir().join(format!("certgrad-net-{}.json", std::process::id()));

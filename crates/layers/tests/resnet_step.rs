@@ -8,8 +8,7 @@
 //! top-level-only walker (reimplemented here) shows the counts discriminate.
 
 use ir::{Func, OpKind, ValueId};
-use layers::net::BatchNormSpec;
-use layers::net::{resnet34, resnet34_width, resnet50_width, LayerSpec, NetSpec};
+use layers::net::{resnet34, resnet34_width, resnet50_width, BatchNormSpec, LayerSpec, NetSpec};
 use layers::ops::norm::BnWorld;
 use layers::trainstep::{
     eval_signature, render_eval_forward, render_logits_forward, render_step, step_signature,

@@ -5,8 +5,7 @@
 //! (`crates/cert/tests/eval_drift.rs`).
 
 use ir::{ElemType, Module, OpKind};
-use layers::net::MaxPoolSpec;
-use layers::net::{by_name, LayerSpec, NetSpec};
+use layers::net::{by_name, LayerSpec, MaxPoolSpec, NetSpec};
 use layers::ops::norm::BnWorld;
 use layers::trainstep::{
     forward_prefix, render_eval_forward, render_loss_forward, render_step, step_signature,

@@ -30,6 +30,7 @@ pub fn tiny(bn: Option<BnWorld>) -> NetSpec {
         r#"name = "tiny"
 input = [2, 4, 4]
 classes = 4
+label_smoothing = "none"
 [[layers]]
 name = "conv"
 op = "conv2d"

@@ -3,8 +3,14 @@
 //! train step and rendered text are all derived from it; no second
 //! hand-written copy of a net exists.
 //!
-//! The model lives here; the file format (TOML/JSON) in `file`, the built-in
-//! nets (cifar8 family, ResNet-34/50) in `builtin`, both re-exported.
+//! The model lives here: `NetSpec`, `LayerSpec` (one variant per block kind,
+//! declared in the `layer_kinds!` list) and the walks that never match on a
+//! kind (BN sites, world switches). The block interface is in `block`; the
+//! kinds in `leaves` (single ops), `residual` (ResNet blocks) and `nested`
+//! (`sequential`, `residual`); layer lists in `named`; the file format
+//! (TOML/JSON, the spec types' serde form) in `file`; the checks before a
+//! build in `limits`; the built-in nets (cifar8 family, ResNet-34/50) in
+//! `builtin`.
 
 use crate::combinators::Chain;
 use crate::layer::{CertLayer, LayerError, ParamSpec};
