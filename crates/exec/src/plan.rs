@@ -274,27 +274,21 @@ impl Plan {
     pub fn perturb_first_fused_loop_in_a_region_for_tests(&mut self, delta: f32) -> bool {
         fn inside(c: &mut Compiled, delta: f32, nested: bool) -> bool {
             for s in &mut c.steps {
-                match &mut s.kind {
+                let found = match &mut s.kind {
                     Kind::Loop { prog, .. } if nested && prog.op_count() >= 1 => {
                         prog.fault = delta;
-                        return true;
+                        true
                     }
                     Kind::While { cond, body, .. } => {
-                        if inside(&mut cond.plan, delta, true)
-                            || inside(&mut body.plan, delta, true)
-                        {
-                            return true;
-                        }
+                        inside(&mut cond.plan, delta, true) || inside(&mut body.plan, delta, true)
                     }
-                    Kind::Branch { branches, .. } => {
-                        if branches
-                            .iter_mut()
-                            .any(|b| inside(&mut b.plan, delta, true))
-                        {
-                            return true;
-                        }
-                    }
-                    _ => {}
+                    Kind::Branch { branches, .. } => branches
+                        .iter_mut()
+                        .any(|b| inside(&mut b.plan, delta, true)),
+                    _ => false,
+                };
+                if found {
+                    return true;
                 }
             }
             false
