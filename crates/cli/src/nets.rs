@@ -6,12 +6,15 @@ use anyhow::{anyhow, bail, Result};
 use layers::net::{catalog, resolve, NetSpec};
 use std::path::Path;
 
+/// The name column fits the longest built-in name (`mobilenetv4-conv-m-k1000`).
+const NAME_WIDTH: usize = 24;
+
 /// One table row: name, input C×H×W, classes, BN world, layers, tensors, floats.
 fn row(net: &NetSpec) -> Result<String> {
     let (tensors, floats) = net.param_count().map_err(|e| anyhow!("{e}"))?;
     let (c, h, w) = net.input;
     Ok(format!(
-        "{:<15} {:>10} {:>7} {:<11} {:>6} {:>7} {:>10}",
+        "{:<w$} {:>10} {:>7} {:<11} {:>6} {:>7} {:>10}",
         net.name,
         format!("{c}×{h}×{w}"),
         net.classes,
@@ -19,7 +22,8 @@ fn row(net: &NetSpec) -> Result<String> {
             .map_or("none".to_string(), |w| format!("{w:?}")),
         net.layers.len(),
         tensors,
-        group_thousands(floats)
+        group_thousands(floats),
+        w = NAME_WIDTH
     ))
 }
 
@@ -52,8 +56,15 @@ pub fn nets(net: Option<&str>, write_file: Option<&Path>) -> Result<()> {
         eprintln!("wrote {} to {}", net.name, path.display());
     }
     println!(
-        "{:<15} {:>10} {:>7} {:<11} {:>6} {:>7} {:>10}",
-        "net", "input", "classes", "BN world", "layers", "tensors", "floats"
+        "{:<w$} {:>10} {:>7} {:<11} {:>6} {:>7} {:>10}",
+        "net",
+        "input",
+        "classes",
+        "BN world",
+        "layers",
+        "tensors",
+        "floats",
+        w = NAME_WIDTH
     );
     match one {
         Some(net) => println!("{}", row(&net)?),
