@@ -151,25 +151,7 @@ pub(super) fn tail(
             (fb.sub(theta, step)?, m, v_new)
         }
         Optimizer::AdamW => {
-            let b1 = fb.splat_like(ADAM_BETA1, theta);
-            let ob1 = fb.splat_like(1.0 - ADAM_BETA1, theta);
-            let b2 = fb.splat_like(ADAM_BETA2, theta);
-            let ob2 = fb.splat_like(1.0 - ADAM_BETA2, theta);
-            let t1 = fb.mul(b1, m)?;
-            let t2 = fb.mul(ob1, g)?;
-            let m_new = fb.add(t1, t2)?;
-            let gg = fb.mul(g, g)?;
-            let t3 = fb.mul(b2, v)?;
-            let t4 = fb.mul(ob2, gg)?;
-            let v_new = fb.add(t3, t4)?;
-            let bc1_b = fb.bcast(bc1, &[], &shape)?;
-            let bc2_b = fb.bcast(bc2, &[], &shape)?;
-            let m_hat = fb.div(m_new, bc1_b)?;
-            let v_hat = fb.div(v_new, bc2_b)?;
-            let root = fb.unary(ir::UnaryOp::Sqrt, v_hat)?;
-            let eps = fb.splat_like(ADAM_EPS, theta);
-            let den = fb.add(root, eps)?;
-            let upd = fb.div(m_hat, den)?;
+            let (m_new, v_new, upd) = adam_direction(fb, theta, (m, v, g), (bc1, bc2), ADAM_EPS)?;
             let step = fb.mul(lr_b, upd)?;
             let moved = fb.sub(theta, step)?;
             match wd {
@@ -217,25 +199,7 @@ pub(super) fn tail(
             (fb.sub(theta, step)?, b_new, s_new)
         }
         Optimizer::Lamb => {
-            let b1 = fb.splat_like(ADAM_BETA1, theta);
-            let ob1 = fb.splat_like(1.0 - ADAM_BETA1, theta);
-            let b2 = fb.splat_like(ADAM_BETA2, theta);
-            let ob2 = fb.splat_like(1.0 - ADAM_BETA2, theta);
-            let t1 = fb.mul(b1, m)?;
-            let t2 = fb.mul(ob1, g)?;
-            let m_new = fb.add(t1, t2)?;
-            let gg = fb.mul(g, g)?;
-            let t3 = fb.mul(b2, v)?;
-            let t4 = fb.mul(ob2, gg)?;
-            let v_new = fb.add(t3, t4)?;
-            let bc1_b = fb.bcast(bc1, &[], &shape)?;
-            let bc2_b = fb.bcast(bc2, &[], &shape)?;
-            let m_hat = fb.div(m_new, bc1_b)?;
-            let v_hat = fb.div(v_new, bc2_b)?;
-            let root = fb.unary(ir::UnaryOp::Sqrt, v_hat)?;
-            let eps = fb.splat_like(LAMB_EPS, theta);
-            let den = fb.add(root, eps)?;
-            let upd = fb.div(m_hat, den)?;
+            let (m_new, v_new, upd) = adam_direction(fb, theta, (m, v, g), (bc1, bc2), LAMB_EPS)?;
             // Decay inside r, on the old θ.
             let r = match wd {
                 Some(wd) => {
@@ -266,6 +230,39 @@ pub(super) fn tail(
             (fb.sub(theta, step)?, m_new, v_new)
         }
     })
+}
+
+/// The bias-corrected Adam moments and direction shared by AdamW and LAMB:
+/// `m' = β₁m + (1−β₁)g`, `v' = β₂v + (1−β₂)g²`, `u = (m'/bc1) / (√(v'/bc2) + ε)`,
+/// in that operation order (the host replay depends on it).
+fn adam_direction(
+    fb: &mut FuncBuilder,
+    theta: ValueId,
+    (m, v, g): (ValueId, ValueId, ValueId),
+    (bc1, bc2): (ValueId, ValueId),
+    eps: f64,
+) -> Result<(ValueId, ValueId, ValueId), LayerError> {
+    let shape = fb.shape(theta);
+    let b1 = fb.splat_like(ADAM_BETA1, theta);
+    let ob1 = fb.splat_like(1.0 - ADAM_BETA1, theta);
+    let b2 = fb.splat_like(ADAM_BETA2, theta);
+    let ob2 = fb.splat_like(1.0 - ADAM_BETA2, theta);
+    let t1 = fb.mul(b1, m)?;
+    let t2 = fb.mul(ob1, g)?;
+    let m_new = fb.add(t1, t2)?;
+    let gg = fb.mul(g, g)?;
+    let t3 = fb.mul(b2, v)?;
+    let t4 = fb.mul(ob2, gg)?;
+    let v_new = fb.add(t3, t4)?;
+    let bc1_b = fb.bcast(bc1, &[], &shape)?;
+    let bc2_b = fb.bcast(bc2, &[], &shape)?;
+    let m_hat = fb.div(m_new, bc1_b)?;
+    let v_hat = fb.div(v_new, bc2_b)?;
+    let root = fb.unary(ir::UnaryOp::Sqrt, v_hat)?;
+    let eps = fb.splat_like(eps, theta);
+    let den = fb.add(root, eps)?;
+    let upd = fb.div(m_hat, den)?;
+    Ok((m_new, v_new, upd))
 }
 
 /// Coupled L2 in the velocity's own form μ·v + g (μ := wd, v := θ):
