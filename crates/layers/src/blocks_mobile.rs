@@ -170,8 +170,11 @@ impl<'a> Stages<'a> {
 }
 
 fn check_positive(what: &str, fields: &[(&str, i64)]) -> Result<(), LayerError> {
-    match fields.iter().find(|(_, v)| *v < 1) {
-        Some((name, v)) => Err(LayerError(format!("{what}: {name} must be ≥ 1, got {v}"))),
+    let max = crate::net::FIELD_MAX;
+    match fields.iter().find(|(_, v)| *v < 1 || *v > max) {
+        Some((name, v)) => Err(LayerError(format!(
+            "{what}: {name} must be in [1, {max}], got {v}"
+        ))),
         None => Ok(()),
     }
 }

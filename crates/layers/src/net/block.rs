@@ -62,15 +62,25 @@ impl FieldError {
 
 /// `field = value` must be at least `min`.
 pub fn at_least(field: &str, value: i64, min: i64) -> Result<(), FieldError> {
-    if value >= min {
-        Ok(())
-    } else {
+    if value < min {
         Err(FieldError::new(
             field,
             format!("{field} = {value}: expected ≥ {min}"),
         ))
+    } else if value > FIELD_MAX {
+        Err(FieldError::new(
+            field,
+            format!("{field} = {value}: expected ≤ {FIELD_MAX} (2³¹)"),
+        ))
+    } else {
+        Ok(())
     }
 }
+
+/// The largest size field (channels, kernel, stride, extent, classes) a net
+/// may declare: products of two such fit in i64, so shape arithmetic cannot
+/// overflow before the size limit refuses the net.
+pub const FIELD_MAX: i64 = 1 << 31;
 
 /// A batch norm's ε: positive and finite.
 pub fn positive_eps(field: &str, eps: f64) -> Result<(), FieldError> {

@@ -96,15 +96,21 @@ impl NetSpec {
     pub fn check_size(&self, limit: SizeLimit) -> Result<(i64, i64), LayerError> {
         let chain = self.chain()?;
         let input = self.input_type(1);
+        // Saturating: a file may declare sizes whose product overflows i64,
+        // and "more than the limit" is all that needs saying about them.
+        let floats = |t: &ir::TensorType| {
+            t.shape
+                .iter()
+                .try_fold(1i64, |n, &d| n.checked_mul(d))
+                .unwrap_or(i64::MAX)
+        };
         let params: i64 = chain
             .params(&input)
             .iter()
-            .map(|p| p.ty.num_elements())
-            .sum();
+            .fold(0i64, |n, p| n.saturating_add(floats(&p.ty)));
         let acts: i64 = chain.types(&input)?[1..]
             .iter()
-            .map(|t| t.num_elements())
-            .sum();
+            .fold(0i64, |n, t| n.saturating_add(floats(t)));
         for (what, n, max) in [
             ("parameter", params, limit.params),
             ("per-example activation", acts, limit.activations),

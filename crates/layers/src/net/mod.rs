@@ -29,7 +29,7 @@ mod named;
 mod nested;
 mod residual;
 
-pub use block::{at_least, positive_eps, BlockSpec, BuildCtx, FieldError};
+pub use block::{at_least, positive_eps, BlockSpec, BuildCtx, FieldError, FIELD_MAX};
 pub use builtin::{by_name, catalog, cifar8, resnet34, resnet34_width, resnet50, resnet50_width};
 pub use file::{is_file_arg, resolve, NetFileError, NetFormat};
 pub use leaves::{

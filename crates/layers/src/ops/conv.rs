@@ -71,6 +71,9 @@ fn layer_err(msg: String) -> LayerError {
     LayerError(msg)
 }
 
+/// The largest kernel, stride or input extent of one conv axis.
+pub const AXIS_MAX: i64 = 1 << 31;
+
 /// `p = (k−1)/2` with floor division.
 fn half(k: i64) -> i64 {
     (k - 1) / 2
@@ -86,6 +89,13 @@ pub fn forward_pad(
     if k < 1 || stride < 1 {
         return Err(layer_err(format!(
             "conv: kernel {k} and stride {stride} must be ≥ 1"
+        )));
+    }
+    // Bounded so that the geometry's i64 arithmetic cannot overflow (a net
+    // file may hold any integer); no real axis comes near 2³¹.
+    if let Some(big) = [k, stride, n].into_iter().find(|&v| v > AXIS_MAX) {
+        return Err(layer_err(format!(
+            "conv: kernel {k}, stride {stride}, input size {n}: {big} is over the largest axis certgrad builds ({AXIS_MAX})"
         )));
     }
     let p = half(k);
