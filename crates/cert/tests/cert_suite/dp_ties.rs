@@ -309,7 +309,7 @@ fn a_single_device_step_is_not_a_dp_step() {
 /// Measurement, not part of the suite (~36 min over big rationals): cifar8's
 /// split identity exactly at 2 × 1 example, and the f64/f32 residuals at
 /// 2 × 16. Run with
-/// `cargo test --release -p cert --test dp_ties -- --ignored --nocapture`.
+/// `cargo test --release -p cert --test cert_suite dp_ties -- --ignored --nocapture`.
 #[test]
 #[ignore = "~36 min on the shared 2-core box: exact rationals through every cifar8 convolution"]
 fn cifar8_split_identity_exact_and_batch16_residuals() {

@@ -1,6 +1,6 @@
 //! Pair checks (`cert::pair`, `certgrad check-vjp`): a backward given as
 //! StableHLO text certified or refuted against a forward given as StableHLO
-//! text. Pairs: JAX exports committed under tests/data (jax.vjp backward, and a
+//! text. Pairs: JAX exports committed under tests/cert_suite/data (jax.vjp backward, and a
 //! hand-written one with a bug), certgrad's own layer ties printed as two
 //! separate modules, and hand-written text for the tie rules. Every certified
 //! pair sits next to a refuted or undecided twin.

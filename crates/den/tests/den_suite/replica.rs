@@ -190,7 +190,7 @@ fn plain_eval_func_refuses_more_than_one_replica() {
     assert!(e.message.contains("eval_replicas"), "{e}");
     // One replica running a step whose groups name replica 1 would silently
     // apply gradient/R: refused by the evaluator (and by the compiled plan,
-    // exec's tests/all_reduce.rs).
+    // exec's tests/exec_suite/all_reduce.rs).
     let e = eval_func(&m, "main", vec![f64v(&[1], vec![3.0])], &generic(1)).unwrap_err();
     assert!(e.message.contains("only 1 replica"), "{e}");
     // With one replica in its only group the collective is the identity.

@@ -2,7 +2,7 @@
 //! name another replica are refused as the evaluator refuses them (one
 //! replica applying gradient/R would be silently wrong), and with one replica
 //! in its only group the collective is the identity. The replica evaluator
-//! itself is tested in den's `tests/replica.rs`.
+//! itself is tested in den's `tests/den_suite/replica.rs`.
 
 use den::{Tensor, Value};
 use exec::Plan;

@@ -4,7 +4,7 @@
 //! branches read outer values, nested loops, and gather / scatter / sort
 //! steps planned one op at a time on the generic evaluator between native
 //! steps. Outputs are compared with values worked out by hand; JAX's own
-//! structured samples (crates/ir/tests/data/structured) with the generic
+//! structured samples (crates/ir/tests/ir_suite/data/structured) with the generic
 //! evaluator on random inputs.
 
 use den::{eval_func, EvalOptions, Tensor, Value};

@@ -1,4 +1,4 @@
-//! Parser tests over hand-written JAX-style samples (tests/data/*.mlir): op
+//! Parser tests over hand-written JAX-style samples (tests/ir_suite/data/*.mlir): op
 //! counts, attribute normalisation, print → parse fixed points, and errors with
 //! exact positions.
 

@@ -1,7 +1,7 @@
 //! Parse speed of large dense constants (real exports carry their weights as
 //! one-line `dense<[…]>` literals or hex blobs). Ignored by default — a
 //! timing, printed, not asserted:
-//! `cargo test -p ir --test parse_speed -- --ignored --nocapture`.
+//! `cargo test -p ir --test ir_suite parse_speed -- --ignored --nocapture`.
 
 use std::time::Instant;
 

@@ -475,7 +475,7 @@ fn sort_rejects_a_bad_dimension_and_comparator() {
     assert!(infer_err(&k, &[x], not_a_comparator).contains("comparator region"));
 }
 
-/// Every JAX export under tests/data/structured (written by
+/// Every JAX export under tests/ir_suite/data/structured (written by
 /// scripts/jax_structured_samples.py) parses, verifies and round-trips, and
 /// holds the structured op it was written for.
 #[test]

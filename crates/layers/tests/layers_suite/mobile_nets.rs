@@ -4,7 +4,7 @@
 //! depthwise block with a field that cannot be right is refused before
 //! anything is built, naming the file, line and field.
 //!
-//! `CERTGRAD_WRITE_EXAMPLES=1 cargo test -p layers --test mobile_nets`
+//! `CERTGRAD_WRITE_EXAMPLES=1 cargo test -p layers --test layers_suite mobile_nets`
 //! rewrites the files (what `certgrad nets NET --write-file F` writes).
 
 use layers::net::{by_name, NetSpec};

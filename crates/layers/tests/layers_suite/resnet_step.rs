@@ -3,7 +3,7 @@
 //! the stem's and every one inside a block — in `bn_sites()` order; the eval
 //! forward reads the running statistics of all of them and reduces over no
 //! batch axis (the certificate's drift guard seeing the blocks switch world
-//! is in `crates/cert/tests/eval_drift.rs`). The expected
+//! is in `crates/cert/tests/cert_suite/eval_drift.rs`). The expected
 //! counts are written out from the architecture by hand, and a stale
 //! top-level-only walker (reimplemented here) shows the counts discriminate.
 

@@ -2,7 +2,7 @@
 //! trip of the printed text, the bf16 switch, the step's forward IS the
 //! standalone forward (with its negative control), and the eval forward's
 //! running-statistic slots. The train/eval drift guard is the certificate's
-//! (`crates/cert/tests/eval_drift.rs`).
+//! (`crates/cert/tests/cert_suite/eval_drift.rs`).
 
 use ir::{ElemType, Module, OpKind};
 use layers::net::{by_name, LayerSpec, MaxPoolSpec, NetSpec};
