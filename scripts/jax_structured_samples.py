@@ -1,4 +1,4 @@
-"""Writes crates/ir/tests/data/structured/*.mlir: the text jax.jit(f).lower(...)
+"""Writes crates/ir/tests/ir_suite/data/structured/*.mlir: the text jax.jit(f).lower(...)
 .as_text() prints for small programs using the structured ops of issue 21
 (gather, scatter, dynamic_slice, dynamic_update_slice, while, case, sort,
 argmax's two-operand reduce, optimization_barrier). ir's tests only parse,
@@ -11,7 +11,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-OUT = os.path.join(os.path.dirname(__file__), "..", "crates", "ir", "tests", "data", "structured")
+OUT = os.path.join(os.path.dirname(__file__), "..", "crates", "ir", "tests", "ir_suite", "data", "structured")
 
 x = jnp.ones((4, 3), jnp.float32)
 idx = jnp.array([0, 2, 2, 3], jnp.int32)

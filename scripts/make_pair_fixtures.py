@@ -1,4 +1,4 @@
-"""Writes the JAX-exported check-vjp fixtures of crates/cert/tests/data:
+"""Writes the JAX-exported check-vjp fixtures of crates/cert/tests/cert_suite/data:
 
 se_block.{fwd,jax,bug}.mlir  a depthwise conv + ReLU6 + SiLU + squeeze-excite
     block exported with jax.jit(...).lower(...), its jax.vjp backward, and that
@@ -18,7 +18,7 @@ import jax, jax.numpy as jnp
 from jax import lax
 
 C = 4
-OUT = os.path.join(os.path.dirname(__file__), "..", "crates", "cert", "tests", "data")
+OUT = os.path.join(os.path.dirname(__file__), "..", "crates", "cert", "tests", "cert_suite", "data")
 
 
 def block(x, w_dw, w1, w2):

@@ -6,7 +6,7 @@ finite-difference gradcheck on the same mutants (issue 21, item 3).
 Owns the study: mutant generation, the independent equivalence judge, the
 two detectors, the table. Not in CI (minutes to tens of minutes); run it as
   ~/.cache/certgrad/venv/bin/python scripts/mutation_study.py --certgrad target/release/certgrad
-Pairs (forward, jax.vjp backward): crates/cert/tests/data/{dense,leaky,
+Pairs (forward, jax.vjp backward): crates/cert/tests/cert_suite/data/{dense,leaky,
 conv_relu6,se_block,special}.{fwd,jax}.mlir (scripts/make_pair_fixtures.py)
 and, with --corpus NAME…, scripts/jax_corpus.py programs' loss/vjp exports
 (default: mlp_adamw, embed_take_adamw).
@@ -221,7 +221,7 @@ def main():
     ap.add_argument("--only", nargs="*", default=[])
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
-    data = os.path.join(ROOT, "crates", "cert", "tests", "data")
+    data = os.path.join(ROOT, "crates", "cert", "tests", "cert_suite", "data")
     pairs = [Pair(n, open(os.path.join(data, f"{n}.fwd.mlir")).read(),
                   open(os.path.join(data, f"{n}.jax.mlir")).read()) for n in FIXTURES]
     pairs += corpus_pairs(args.corpus, os.path.join(args.out, "corpus"))

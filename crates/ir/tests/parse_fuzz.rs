@@ -142,10 +142,10 @@ fn mutate(rng: &mut Rng, text: &str) -> String {
 
 #[test]
 fn mutated_inputs_never_panic() {
-    let dir = format!("{}/tests/data", env!("CARGO_MANIFEST_DIR"));
+    let dir = format!("{}/tests/ir_suite/data", env!("CARGO_MANIFEST_DIR"));
     let mut corpus: Vec<String> = Vec::new();
     let mut names: Vec<_> = std::fs::read_dir(&dir)
-        .expect("tests/data")
+        .expect("tests/ir_suite/data")
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|x| x == "mlir"))
         .collect();

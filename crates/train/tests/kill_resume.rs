@@ -5,6 +5,7 @@
 //! nothing is lost; one interrupted at an epoch's end, likewise; a checkpoint
 //! write torn by a kill leaves the previous checkpoint in force.
 
+#[path = "train_suite/common/mod.rs"]
 mod common;
 
 use common::*;

@@ -6,6 +6,7 @@
 //! covers unchanged (every changed tensor or metadata byte is refused).
 //! Bounded: 3 s per reader by default, `CERTGRAD_FUZZ_SECS` for long runs.
 
+#[path = "train_suite/common/mod.rs"]
 mod common;
 
 use common::*;

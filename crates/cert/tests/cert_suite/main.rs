@@ -1,0 +1,29 @@
+//! cert's integration tests in one binary: leaf, block, whole-net and
+//! train-step ties, drift guards and check-vjp pairs, each beside its negative
+//! controls.
+//!
+//! One binary per crate instead of one per file: each file below is a module,
+//! so its tests are named `FILE::TEST` (`cargo test -p cert --test cert_suite
+//! FILE::`). attention_se_ties and norm_pool_ties assert wall-time bounds, so
+//! they live in cert_timed.
+
+mod combinators;
+mod common;
+mod conv_ties;
+mod dp_ties;
+mod eval_drift;
+mod heavy_ball_ties;
+mod mobile_net_ties;
+mod mobile_step_drift;
+mod mobile_ties;
+mod net_file_drift;
+mod net_ties;
+mod pair_ties;
+mod pool_forms;
+mod resnet_step_stats;
+mod resnet_ties;
+mod special_pair;
+mod stem_pool_drift;
+mod step_ties;
+mod structured_pairs;
+mod tail_ties;

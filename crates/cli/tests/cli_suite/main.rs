@@ -1,0 +1,12 @@
+//! The CLI's integration tests in one binary: each runs the built `certgrad`
+//! binary (bench, certify controls, input errors, run margins and types).
+//!
+//! One binary per crate instead of one per file: each file below is a module,
+//! so its tests are named `FILE::TEST` (`cargo test -p certgrad --test
+//! cli_suite FILE::`).
+
+mod bench;
+mod certify_controls;
+mod input_errors;
+mod run_margins;
+mod run_types;
