@@ -148,11 +148,10 @@ fn mutated_net_files_never_panic_and_errors_point_inside_the_file() {
             }
             Ok(Err(e)) => {
                 let lines = input.split('\n').count();
-                let line = e
-                    .at
-                    .strip_prefix(origin)
-                    .and_then(|rest| rest.strip_prefix(':'))
-                    .map(|rest| rest.split(':').next().unwrap_or("").parse::<usize>());
+                let line =
+                    e.at.strip_prefix(origin)
+                        .and_then(|rest| rest.strip_prefix(':'))
+                        .map(|rest| rest.split(':').next().unwrap_or("").parse::<usize>());
                 let bad = !e.at.starts_with(origin)
                     || matches!(line, Some(Err(_)))
                     || matches!(line, Some(Ok(l)) if l == 0 || l > lines)

@@ -8,5 +8,6 @@
 mod bench;
 mod certify_controls;
 mod input_errors;
+mod interrupts;
 mod run_margins;
 mod run_types;
