@@ -30,34 +30,86 @@ import sys
 import numpy as np
 
 
-def draw(text, out_dir, seed):
+def layout(text):
+    """The packed layout of a rendered step: `(shapes, regions, p, first_scalar)`.
+    The per-parameter regions are θ, m, v, then the EMA shadow and the
+    accumulator when the recipe header (`//   ema:`, `//   accumulate K:`)
+    says the step keeps them; the host scalars follow them (lr, bc1, bc2,
+    then emad, oemad, then aup, akeep)."""
     params = re.search(r"func\.func public @\w+\((.*?)\)\s*->", text, re.S).group(1)
     shapes = [tuple(int(x) for x in t.split("x")[:-1]) for t in re.findall(r"tensor<([^>]*)>", params)]
     first_scalar = next(i for i, s in enumerate(shapes) if s == ())
-    p = (first_scalar - 1) // 3
+    regions = ["theta", "m", "v"]
+    if re.search(r"^//\s+ema:", text, re.M):
+        regions.append("shadow")
+    if re.search(r"^//\s+accumulate \d+:", text, re.M):
+        regions.append("accum")
+    if (first_scalar - 1) % len(regions):
+        raise SystemExit(f"step_inputs: {first_scalar - 1} tensors before lr do not split into the regions {regions}")
+    return shapes, regions, (first_scalar - 1) // len(regions), first_scalar
+
+
+def bn_scales(shapes, p):
+    """Positions of the BN scales γ among θ (1-based like the signature): a
+    run of 1-D tensors of length C right after a kernel with C outputs is
+    (b, γ, β) when it has three, (γ, β) when two (nets without conv biases
+    before BN), a bias alone when one."""
+    scales = set()
+    i = 1
+    while i <= p:
+        if len(shapes[i]) >= 2:
+            c, j = shapes[i][0], i + 1
+            while j <= p and shapes[j] == (c,):
+                j += 1
+            run = j - i - 1
+            if run == 3:
+                scales.add(i + 2)
+            elif run == 2:
+                scales.add(i + 1)
+            i = j
+        else:
+            i += 1
+    return scales
+
+
+def draw(text, out_dir, seed):
+    shapes, regions, p, first_scalar = layout(text)
+    scales = bn_scales(shapes, p)
+    host = ["lr", "bc1", "bc2"]
+    if "shadow" in regions:
+        host += ["emad", "oemad"]
+    if "accum" in regions:
+        host += ["aup", "akeep"]
+    scalars = {
+        "lr": 0.01,
+        "bc1": 1 - 0.9**3,
+        "bc2": 1 - 0.999**3,
+        "emad": 0.9,
+        "oemad": 0.1,
+        # The accumulation cycle's last micro-batch of a running cycle: G
+        # carries on (akeep = 1) and the tail applies (aup = 1).
+        "aup": 1.0,
+        "akeep": 1.0,
+    }
     rng = np.random.default_rng(seed)
     paths = []
     for i, s in enumerate(shapes):
+        region = regions[(i - 1) // p] if 1 <= i < first_scalar else None
         if i == 0:
             a = rng.standard_normal(s)
-        elif i <= p:
+        elif region in ("theta", "shadow"):
             a = 0.2 * rng.standard_normal(s)
-            # A BN scale (the 1-D theta after a conv's W and bias) starts near 1,
-            # as the trainer initialises it: scales near 0 make the batch-BN
-            # backward cancel catastrophically, and every f32 engine then loses
-            # ~1e-3 against float64.
-            if len(s) == 1 and i >= 3 and len(shapes[i - 1]) == 1 and len(shapes[i - 2]) == 4:
+            # A BN scale starts near 1, as the trainer initialises it: scales
+            # near 0 make the batch-BN backward cancel catastrophically, and
+            # every f32 engine then loses ~1e-3 against float64.
+            if (i - 1) % p + 1 in scales:
                 a = 1.0 + 0.1 * rng.standard_normal(s)
-        elif i <= 2 * p:
+        elif region in ("m", "accum"):
             a = 0.01 * rng.standard_normal(s)
-        elif i <= 3 * p:
+        elif region == "v":
             a = 1e-4 * np.abs(rng.standard_normal(s))
-        elif i == first_scalar:
-            a = np.array(0.01)
-        elif i == first_scalar + 1:
-            a = np.array(1 - 0.9**3)
-        elif i == first_scalar + 2:
-            a = np.array(1 - 0.999**3)
+        elif first_scalar <= i < first_scalar + len(host):
+            a = np.array(scalars[host[i - first_scalar]])
         elif i == len(shapes) - 1:
             a = np.eye(s[1])[rng.integers(0, s[1], s[0])]
         else:
@@ -65,6 +117,13 @@ def draw(text, out_dir, seed):
         paths.append(os.path.join(out_dir, f"in_{i:03d}.npy"))
         np.save(paths[-1], np.asarray(a, dtype=np.float32))
     return paths
+
+
+def gradient_outputs(text):
+    """How many leading outputs carry the gradient (every per-parameter
+    region), for `compare`'s `n_grad`; the loss follows them."""
+    _, regions, p, _ = layout(text)
+    return len(regions) * p
 
 
 def smallest_margin(binary, step, paths, out_dir):
@@ -81,16 +140,18 @@ def smallest_margin(binary, step, paths, out_dir):
     return float(margin), f"{op} at line {line}"
 
 
-def compare(ref, out, n_grad, gate_gradients, label, threshold=1e-4, verbose=True):
+def compare(ref, out, n_grad, gate_gradients, label, threshold=1e-4, verbose=True,
+            regions=("theta'", "m'", "v'")):
     """Norm-wise ||a - b|| / ||b|| (absolute when b == 0) of every output `out[k]`
     against `ref[k]`. Outputs k < n_grad (theta', m', v') carry the gradient,
-    which jumps where a decision flips; the others (loss, bias corrections, BN
+    which jumps where a decision flips (with a recipe's EMA shadow and
+    accumulator, `regions` names more than three); the others (loss, bias corrections, BN
     batch statistics) are continuous in the inputs. With `gate_gradients`
     False only the continuous ones are gated and the gradient outputs are
     reported. Returns (passed, failed)."""
     n = len(ref)
-    p = n_grad // 3
-    names = ["theta'"] * p + ["m'"] * p + ["v'"] * p + ["loss", "bc1", "bc2"]
+    p = n_grad // len(regions)
+    names = [r for r in regions for _ in range(p)] + ["loss", "bc1", "bc2"]
     names += ["batch mean", "batch var"] * ((n - len(names)) // 2)
     passed = failed = 0
     worst = {True: (0.0, ""), False: (0.0, "")}

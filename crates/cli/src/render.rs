@@ -43,6 +43,32 @@ pub struct RecipeArgs {
 }
 
 impl RecipeArgs {
+    /// The recipe flags given on the command line, as spelled (`--loss ce`,
+    /// the default, counts as not given): what `render --eval` refuses and a
+    /// resumed run compares with its stored recipe.
+    pub fn given(&self) -> Vec<String> {
+        let mut v = Vec::new();
+        if let Some(c) = self.clip {
+            v.push(format!("--clip {c}"));
+        }
+        if let Some(d) = self.ema {
+            v.push(format!("--ema {d}"));
+        }
+        if let Some(g) = &self.wd_exclude {
+            v.push(format!("--wd-exclude {g}"));
+        }
+        if let Some(k) = self.accumulate {
+            v.push(format!("--accumulate {k}"));
+        }
+        if self.loss != "ce" {
+            v.push(format!("--loss {}", self.loss));
+        }
+        if let Some(w) = self.weight_decay {
+            v.push(format!("--weight-decay {w}"));
+        }
+        v
+    }
+
     /// The typed recipe for the tail `opt`; errors name their flag.
     pub fn recipe(&self, opt: Optimizer) -> Result<Recipe> {
         Recipe::from_flags(
@@ -117,6 +143,16 @@ pub fn render(a: &RenderArgs) -> Result<()> {
     }
     if a.eval && a.bf16 {
         bail!("--bf16 applies to the train step, not to --eval");
+    }
+    // Every recipe has the same eval forward (logits from θ and the running
+    // statistics): accepting the flags would print a file that looks as if it
+    // honoured them. What --ema changes at eval is the weights fed as θ.
+    if let (true, Some(flag)) = (a.eval, a.recipe.given().first()) {
+        bail!(
+            "{flag} applies to the train step, not to --eval: the eval forward is the same \
+             function for every recipe (with --ema, feed it the EMA shadow as θ, as \
+             `certgrad eval RUN_DIR` and the training loop's evaluation do)"
+        );
     }
     let t0 = Instant::now();
     let r = if a.eval {

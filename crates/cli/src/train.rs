@@ -199,6 +199,7 @@ pub fn train(a: &TrainArgs) -> Result<()> {
                 a.net
             );
         }
+        check_resumed_recipe(&a.recipe, &s.cfg.recipe, &ck)?;
         eprintln!(
             "resuming {} at epoch {}, update {} (its stored config: {} epochs, batch {}, {})",
             out.display(),
@@ -355,6 +356,72 @@ pub fn train(a: &TrainArgs) -> Result<()> {
     println!("plot       {}", plot.display());
     println!("metrics    {}", summary.metrics.display());
     println!("checkpoint {}", summary.checkpoint.display());
+    Ok(())
+}
+
+/// A resumed run trains with its stored recipe; a recipe flag given with
+/// `--resume` that disagrees with it is an error naming the flag (it would
+/// otherwise be ignored without a word), one that repeats it is fine.
+fn check_resumed_recipe(
+    given: &crate::render::RecipeArgs,
+    stored: &train::RecipeConfig,
+    ck: &Path,
+) -> Result<()> {
+    let differs = |flag: &str, theirs: String| {
+        anyhow::anyhow!(
+            "{flag}: the run in {} was trained with {theirs}; a resumed run keeps its stored \
+             recipe (drop the flag, or start a new run with --out)",
+            ck.display()
+        )
+    };
+    let show = |o: Option<String>, none: &str| o.unwrap_or_else(|| none.to_string());
+    if given.clip.is_some() && given.clip != stored.clip {
+        let c = show(stored.clip.map(|c| format!("--clip {c}")), "no clipping");
+        return Err(differs(&format!("--clip {}", given.clip.unwrap()), c));
+    }
+    if given.ema.is_some() && given.ema != stored.ema {
+        let e = show(stored.ema.map(|d| format!("--ema {d}")), "no EMA");
+        return Err(differs(&format!("--ema {}", given.ema.unwrap()), e));
+    }
+    if let Some(g) = &given.wd_exclude {
+        if stored.wd_exclude.as_deref() != Some(g.as_str()) {
+            let w = show(
+                stored
+                    .wd_exclude
+                    .as_ref()
+                    .map(|w| format!("--wd-exclude {w}")),
+                "no --wd-exclude",
+            );
+            return Err(differs(&format!("--wd-exclude {g}"), w));
+        }
+    }
+    if given.accumulate.is_some() && given.accumulate != stored.accumulate {
+        let k = show(
+            stored.accumulate.map(|k| format!("--accumulate {k}")),
+            "no accumulation",
+        );
+        return Err(differs(
+            &format!("--accumulate {}", given.accumulate.unwrap()),
+            k,
+        ));
+    }
+    let stored_loss = stored.loss.as_deref().unwrap_or("ce");
+    if given.loss != "ce" && given.loss != stored_loss {
+        return Err(differs(
+            &format!("--loss {}", given.loss),
+            format!("--loss {stored_loss}"),
+        ));
+    }
+    if given.weight_decay.is_some() && given.weight_decay != stored.weight_decay {
+        let w = show(
+            stored.weight_decay.map(|w| format!("--weight-decay {w}")),
+            "the tail's default weight decay",
+        );
+        return Err(differs(
+            &format!("--weight-decay {}", given.weight_decay.unwrap()),
+            w,
+        ));
+    }
     Ok(())
 }
 

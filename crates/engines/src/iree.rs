@@ -17,18 +17,40 @@ use std::process::Command;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
+/// The preprocessing flag that rewrites convolutions as im2col + matmul
+/// before global optimisation (TOOLING.md measured ~2.8× on conv-heavy steps).
+pub const IM2COL_FLAG: &str =
+    "--iree-preprocessing-pass-pipeline=builtin.module(util.func(iree-global-opt-convert-conv2d-to-img2col))";
+
 /// The flags every compile gets: StableHLO input, the CPU backend tuned for
-/// this host, and convolutions rewritten as im2col + matmul before global
-/// optimisation (TOOLING.md measured ~2.8× on conv-heavy steps).
+/// this host, and the im2col rewrite ([`IM2COL_FLAG`]; dropped for modules
+/// with grouped convolutions, see [`IreeEngine::flags_for`]).
 pub fn default_flags() -> Vec<String> {
     [
         "--iree-input-type=stablehlo",
         "--iree-hal-target-backends=llvm-cpu",
         "--iree-llvmcpu-target-cpu=host",
-        "--iree-preprocessing-pass-pipeline=builtin.module(util.func(iree-global-opt-convert-conv2d-to-img2col))",
+        IM2COL_FLAG,
     ]
     .map(String::from)
     .to_vec()
+}
+
+/// Whether the printed module has a grouped convolution (a
+/// `feature_group_count` or `batch_group_count` above 1: depthwise convs and
+/// their weight VJPs).
+pub fn has_grouped_convolution(text: &str) -> bool {
+    ["feature_group_count = ", "batch_group_count = "]
+        .iter()
+        .any(|key| {
+            text.match_indices(key).any(|(i, _)| {
+                let digits: String = text[i + key.len()..]
+                    .chars()
+                    .take_while(char::is_ascii_digit)
+                    .collect();
+                digits.parse::<u64>().is_ok_and(|g| g > 1)
+            })
+        })
 }
 
 /// The runtime device `iree-run-module` uses (multi-threaded CPU).
@@ -144,15 +166,32 @@ impl IreeEngine {
         })
     }
 
-    /// The cache key of `text` under this compiler and these flags.
+    /// The flags `text` is compiled with: `self.flags`, less the im2col
+    /// rewrite when the module has a grouped convolution. IREE 3.13's im2col
+    /// pass miscompiles depthwise convolutions: on the mobilenetv2 step
+    /// (`feature_group_count = 32`, batch 2) it builds a `linalg.batch_matvec`
+    /// of batch 64 against a 32-row filter and `iree-compile` fails
+    /// verification; without the rewrite the same text compiles.
+    pub fn flags_for(&self, text: &str) -> Vec<String> {
+        let grouped = has_grouped_convolution(text);
+        self.flags
+            .iter()
+            .filter(|f| !(grouped && f.as_str() == IM2COL_FLAG))
+            .cloned()
+            .collect()
+    }
+
+    /// The cache key of `text` under this compiler and the flags it is
+    /// compiled with.
     pub fn cache_key(&self, text: &str) -> String {
+        let flags = self.flags_for(text);
         let mut h = Sha256::new();
         for part in [
             b"certgrad iree cache v1".as_slice(),
             self.tools.version.as_bytes(),
         ]
         .into_iter()
-        .chain(self.flags.iter().map(|f| f.as_bytes()))
+        .chain(flags.iter().map(|f| f.as_bytes()))
         {
             h.update((part.len() as u64).to_le_bytes());
             h.update(part);
@@ -183,7 +222,7 @@ impl IreeEngine {
         let tmp = self.cache_dir.join(format!("vmfb-{suffix}.tmp"));
         std::fs::write(&src, text).map_err(|e| io(&src, e))?;
         let out = Command::new(&self.tools.compile)
-            .args(&self.flags)
+            .args(self.flags_for(text))
             .arg(&src)
             .arg("-o")
             .arg(&tmp)
@@ -360,5 +399,50 @@ mod tests {
             PINNED,
             "the flags are part of the key"
         );
+    }
+
+    fn engine() -> IreeEngine {
+        IreeEngine {
+            tools: IreeTools {
+                compile: PathBuf::from("iree-compile"),
+                run: PathBuf::from("iree-run-module"),
+                version: "test".into(),
+            },
+            flags: default_flags(),
+            cache_dir: std::env::temp_dir(),
+        }
+    }
+
+    fn conv(feature_groups: u32, batch_groups: u32) -> String {
+        format!(
+            "%1 = stablehlo.convolution(%0, %w) dim_numbers = [b, f, 0, 1]x[o, i, 0, 1]->[b, f, 0, 1], \
+             window = {{stride = [1, 1]}} {{batch_group_count = {batch_groups} : i64, \
+             feature_group_count = {feature_groups} : i64}} : (tensor<2x32x8x8xf32>, tensor<32x1x3x3xf32>) -> tensor<2x32x8x8xf32>"
+        )
+    }
+
+    #[test]
+    fn grouped_convolutions_compile_without_the_im2col_rewrite() {
+        let e = engine();
+        let plain = conv(1, 1);
+        assert!(!has_grouped_convolution(&plain));
+        assert_eq!(e.flags_for(&plain), default_flags());
+        // Depthwise forward (feature groups) and its weight VJP (batch
+        // groups); a group count of 10 or 12 is grouped too (not "1…").
+        for text in [conv(32, 1), conv(1, 32), conv(10, 1), conv(1, 12)] {
+            assert!(has_grouped_convolution(&text), "{text}");
+            let flags = e.flags_for(&text);
+            assert!(!flags.iter().any(|f| f == IM2COL_FLAG), "{flags:?}");
+            assert_eq!(flags.len(), default_flags().len() - 1);
+        }
+        // The key follows the flags actually used: an engine configured
+        // without the rewrite shares the grouped text's key and not the
+        // plain text's.
+        let without = IreeEngine {
+            flags: e.flags_for(&conv(32, 1)),
+            ..engine()
+        };
+        assert_eq!(without.cache_key(&conv(32, 1)), e.cache_key(&conv(32, 1)));
+        assert_ne!(without.cache_key(&plain), e.cache_key(&plain));
     }
 }

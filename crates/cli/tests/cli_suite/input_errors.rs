@@ -1,8 +1,9 @@
 //! The command line refuses bad input with a clear message and status 2 —
 //! each case beside its good twin: tensors over the memory limit, malformed
 //! limits, zero or NaN flags, `run` with the wrong number of `--inputs`,
-//! `--resume` with no checkpoint; and a closed stdout ends the process
-//! quietly (no "failed printing to stdout" panic).
+//! `--resume` with no checkpoint or with a recipe flag that disagrees with
+//! the stored recipe, recipe flags with `render --eval`; and a closed stdout
+//! ends the process quietly (no "failed printing to stdout" panic).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -189,6 +190,125 @@ fn resume_without_a_checkpoint_says_so() {
             .args(["train", "--resume", "--out"])
             .arg(d.join("run")),
         &["no checkpoint to resume", "without --resume"],
+    );
+}
+
+/// Runs and expects status 0, returning stdout.
+fn accepted(c: &mut Command) -> String {
+    let o = c.output().unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "status {:?}: {}",
+        o.status,
+        stderr(&o)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+#[test]
+fn render_eval_refuses_recipe_flags_by_name() {
+    // The eval forward is one function for every recipe: a recipe flag with
+    // --eval is refused (it used to render the plain forward silently); the
+    // same flag renders the train step, and --eval alone renders.
+    let d = temp("evalrecipe");
+    for flag in [
+        vec!["--ema"],
+        vec!["--clip", "1"],
+        vec!["--wd-exclude", "norm,bias"],
+        vec!["--accumulate", "2"],
+        vec!["--loss", "bce"],
+        vec!["--weight-decay", "0.01"],
+    ] {
+        let spelled = match flag.as_slice() {
+            ["--ema"] => "--ema 0.9999".to_string(),
+            f => f.join(" "),
+        };
+        refused(
+            certgrad()
+                .args(["render", "cifar8-bbn", "--batch", "2", "--eval"])
+                .args(&flag)
+                .arg("-o")
+                .arg(d.join("eval.mlir")),
+            &[&spelled, "applies to the train step, not to --eval"],
+        );
+        accepted(
+            certgrad()
+                .args(["render", "cifar8-bbn", "--batch", "2"])
+                .args(&flag)
+                .arg("-o")
+                .arg(d.join("step.mlir")),
+        );
+    }
+    assert!(
+        !d.join("eval.mlir").exists(),
+        "a refused render wrote its file"
+    );
+    let out = accepted(
+        certgrad()
+            .args(["render", "cifar8-bbn", "--batch", "2", "--eval", "-o"])
+            .arg(d.join("eval.mlir")),
+    );
+    assert!(out.contains("@cifar8_bbn_fwd_eval"), "{out}");
+}
+
+/// IDX files of `n` one-channel 8×8 images in 4 classes (content irrelevant:
+/// the runs below only need a checkpoint).
+fn write_idx(dir: &Path, split: &str, n: u32) {
+    let mut im = vec![0, 0, 8, 3];
+    for d in [n, 8, 8] {
+        im.extend(d.to_be_bytes());
+    }
+    im.extend((0..n * 64).map(|i| (i * 37 % 251) as u8));
+    std::fs::write(dir.join(format!("{split}-images-idx3-ubyte")), im).unwrap();
+    let mut lb = vec![0, 0, 8, 1];
+    lb.extend(n.to_be_bytes());
+    lb.extend((0..n).map(|i| (i % 4) as u8));
+    std::fs::write(dir.join(format!("{split}-labels-idx1-ubyte")), lb).unwrap();
+}
+
+#[test]
+fn resume_refuses_a_recipe_flag_that_disagrees_with_the_stored_recipe() {
+    let d = temp("resumerecipe");
+    write_idx(&d, "train", 16);
+    write_idx(&d, "t10k", 8);
+    let tiny = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/nets/tiny.toml");
+    let train = |extra: &[&str]| {
+        let mut c = certgrad();
+        c.arg("train")
+            .arg(&tiny)
+            .arg("--data")
+            .arg(&d)
+            .args(["--optimizer", "adamw", "--epochs", "1", "--batch", "8"])
+            .args(["--no-certify", "--quiet", "--out"])
+            .arg(d.join("run"))
+            .args(extra);
+        c
+    };
+    accepted(&mut train(&["--ema", "0.99"]));
+    // Flags that repeat the stored recipe, or none, resume (the run is done:
+    // nothing is left to train).
+    accepted(&mut train(&["--resume", "--ema", "0.99"]));
+    accepted(&mut train(&["--resume"]));
+    refused(
+        &mut train(&["--resume", "--ema", "0.5"]),
+        &[
+            "--ema 0.5",
+            "trained with --ema 0.99",
+            "keeps its stored recipe",
+        ],
+    );
+    refused(
+        &mut train(&["--resume", "--clip", "1"]),
+        &["--clip 1", "no clipping"],
+    );
+    refused(
+        &mut train(&["--resume", "--loss", "bce"]),
+        &["--loss bce", "trained with --loss ce"],
+    );
+    refused(
+        &mut train(&["--resume", "--accumulate", "2"]),
+        &["--accumulate 2", "no accumulation"],
     );
 }
 

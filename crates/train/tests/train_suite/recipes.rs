@@ -3,7 +3,8 @@
 //! starts at 1, the EMA shadow starts at θ and follows θ' with the warmed-up
 //! decay, accumulation leaves θ, m, v untouched until the cycle's last
 //! micro-batch — every new tail learns the tiny task, and a recipe run
-//! checkpoints and resumes with its extra state.
+//! checkpoints and resumes with its extra state; evaluation scores the EMA
+//! shadow, not θ.
 
 use crate::common::*;
 use train::{run, RecipeConfig, RunOptions, Session};
@@ -157,4 +158,37 @@ fn a_recipe_run_resumes_with_its_shadow_and_accumulator() {
     back.train_step().unwrap();
     assert_eq!(back.state.params, s.state.params);
     assert_eq!(back.state.shadow, s.state.shadow);
+}
+
+/// Evaluation under `ema` — the training loop's, and `certgrad eval`'s after
+/// a checkpoint round trip — scores the shadow, not θ: with θ zeroed the
+/// score is unchanged; with the shadow zeroed every logit is 0 (zero
+/// kernels, BN γ, β and biases), one class takes every test example, and the
+/// balanced 4-class test set scores exactly 1/4.
+#[test]
+fn evaluation_scores_the_ema_shadow_not_theta() {
+    let recipe = RecipeConfig {
+        ema: Some(0.9),
+        ..Default::default()
+    };
+    let mut s = session("evalema", "adamw", 1e-2, recipe);
+    let out = temp_dir("evalema").join("run");
+    run(&mut s, &out, None, quiet()).unwrap();
+    let acc = s.evaluate().unwrap();
+    assert!(acc > 0.25, "the shadow learned nothing: {acc}");
+    let zero = |ts: &mut Vec<Vec<f32>>| ts.iter_mut().for_each(|t| t.fill(0.0));
+    let (theta, shadow) = (s.state.params.clone(), s.state.shadow.clone());
+    zero(&mut s.state.params);
+    assert_eq!(s.evaluate().unwrap(), acc, "θ zeroed changed the score");
+    s.state.params = theta;
+    zero(&mut s.state.shadow);
+    assert_eq!(
+        s.evaluate().unwrap(),
+        0.25,
+        "a zero shadow should tie every logit"
+    );
+    s.state.shadow = shadow;
+    let mut back = Session::from_checkpoint(&s.to_checkpoint(0).unwrap(), "ck").unwrap();
+    zero(&mut back.state.params);
+    assert_eq!(back.evaluate().unwrap(), acc, "the resumed session's score");
 }
