@@ -61,6 +61,8 @@ if ! [[ -x "$VENV/bin/python" ]] ||
     skip "no jax $JAX_VERSION venv at $VENV (run scripts/jax_check.sh to create it)"
 fi
 PY="$VENV/bin/python"
+# maturin's PEP 517 hook runs the `maturin` executable: the venv's, on PATH.
+export PATH="$VENV/bin:$PATH"
 "$PY" -m pip --version >/dev/null 2>&1 || skip "no pip in $VENV"
 if ! "$PY" -c "import maturin, pytest" >/dev/null 2>&1; then
     "$PY" -m pip install -q "maturin>=1.5,<2" pytest || skip "pip could not install maturin and pytest"

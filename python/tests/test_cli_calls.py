@@ -4,7 +4,9 @@ from the net's declaration and REFERENCE §6.1's signature, ln K for the
 cross-entropy of all-zero logits, and SGD at lr 0 leaving θ unchanged."""
 
 import math
+import os
 import re
+import sysconfig
 from pathlib import Path
 
 import numpy as np
@@ -121,3 +123,9 @@ func.func @main(%x: tensor<3xf32>, %dy: tensor<3xf32>) -> tensor<3xf32> {
     # At a given point the claimed entry is x·u, the truth 2x·u: claimed/true = 1/2.
     r = certgrad.check_vjp(fwd, bad, at=[np.array([1.0, 2.0, 3.0], np.float32)])
     assert r.refuted and r.given_point
+
+
+@pytest.mark.skipif("CERTGRAD_BIN" in os.environ, reason="CERTGRAD_BIN overrides the wheel's binary")
+def test_the_installed_wheel_carries_its_binary():
+    # pip installs a bin-bindings wheel's executable into the scripts directory.
+    assert Path(certgrad.binary()).parent == Path(sysconfig.get_path("scripts"))

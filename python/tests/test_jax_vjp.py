@@ -292,3 +292,14 @@ def test_assert_vjp_failure_message_names_input_element_gap_and_point():
     assert "at a seeded random point of scale" in msg  # at which point
     assert "refuted at your example arguments too" in msg
     assert e.value.report.refutation.name == "table"
+
+
+def test_a_given_point_on_a_kink_is_undecided_and_assert_vjp_fails_on_it():
+    # ReLU at exactly 0 has no derivative: one given point there decides nothing.
+    relu = lambda x: jnp.maximum(x, 0.0)  # noqa: E731
+    x = np.array([1.0, 0.0, -2.0], np.float32)
+    r = cj.check_grad(relu, x, at="example", boundary_points=0)
+    assert r.verdict == "undecided" and r.reason, repr(r)
+    with pytest.raises(VjpAssertionError, match="could not decide"):
+        assert_vjp(relu, x, at="example", boundary_points=0)
+    assert assert_vjp(relu, x, at="example", boundary_points=0, allow_undecided=True).verdict == "undecided"
