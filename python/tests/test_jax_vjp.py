@@ -303,3 +303,23 @@ def test_a_given_point_on_a_kink_is_undecided_and_assert_vjp_fails_on_it():
     with pytest.raises(VjpAssertionError, match="could not decide"):
         assert_vjp(relu, x, at="example", boundary_points=0)
     assert assert_vjp(relu, x, at="example", boundary_points=0, allow_undecided=True).verdict == "undecided"
+
+
+def make_scaled(bug):
+    @jax.custom_vjp
+    def scaled(x, scale):
+        return x * scale
+
+    def bwd(res, dy):
+        x, scale = res
+        return dy * scale, jnp.sum(dy) if bug else jnp.sum(dy * x)  # BUG: ∂/∂scale without x
+
+    scaled.defvjp(lambda x, scale: (x * scale, (x, scale)), bwd)
+    return scaled
+
+
+def test_custom_vjp_called_with_a_keyword_argument():
+    x = normal(5)
+    assert cj.check_vjp(make_scaled(False), x, scale=np.float32(2.0)).certified
+    r = cj.check_vjp(make_scaled(True), x, scale=np.float32(2.0))
+    assert r.refuted and r.refutation.name == "scale", repr(r)
