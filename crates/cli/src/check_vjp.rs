@@ -171,6 +171,14 @@ fn to_json(args: &CheckVjpArgs, r: &PairReport) -> serde_json::Value {
         "full_jacobian": t.full_jacobian,
         "failure_bound": t.failure_bound,
         "min_margin": t.min_margin.as_ref().map(|m| json!({"site": m.site, "index": m.index, "margin": m.margin})),
+        // Per decision site of the forward, and which outcomes its decisions
+        // took (the Python package's report shows both).
+        "site_margins": t.site_margins.iter().map(|s| json!({
+            "site": s.site, "op": s.op, "min": s.min, "argmin": s.argmin, "decisions": s.decisions,
+        })).collect::<Vec<_>>(),
+        "branch_coverage": t.coverage.iter().map(|c| json!({
+            "site": c.site, "op": c.op, "outcome_counts": c.outcomes, "never_taken": c.missing,
+        })).collect::<Vec<_>>(),
         "kinks_resampled": t.kinks_resampled,
         "non_finite_resampled": t.non_finite_resampled,
         "flat_ties": t.flat_ties,

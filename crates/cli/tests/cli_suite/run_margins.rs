@@ -1,6 +1,7 @@
 //! `certgrad run --margins` through the built binary: the smallest float64
 //! decision margin of a ReLU is the distance of its nearest input to 0, and
-//! an input exactly on the kink is reported as a tie.
+//! an input exactly on the kink is reported as a tie. `check-vjp --json`
+//! reports the same margin per site, with the site's branch coverage.
 
 use std::path::Path;
 use std::process::Command;
@@ -73,4 +74,49 @@ fn relu_margin_is_the_nearest_input_distance_to_zero() {
 #[test]
 fn an_input_on_the_kink_is_a_tie() {
     assert_eq!(margins_of(&[1.0, 0.0, 0.5], "kink"), (0.0, 1));
+}
+
+/// The ReLU's VJP: dy where x > 0, else 0.
+const RELU_BWD: &str =
+    "func.func public @main(%arg0: tensor<3xf32>, %arg1: tensor<3xf32>) -> tensor<3xf32> {
+  %cst = stablehlo.constant dense<0.000000e+00> : tensor<3xf32>
+  %0 = stablehlo.compare GT, %arg0, %cst : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xi1>
+  %1 = stablehlo.select %0, %arg1, %cst : tensor<3xi1>, tensor<3xf32>
+  return %1 : tensor<3xf32>
+}
+";
+
+#[test]
+fn check_vjp_json_has_site_margins_and_branch_coverage() {
+    let dir = std::env::temp_dir().join(format!("certgrad-vjp-json-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("f.mlir"), RELU).unwrap();
+    std::fs::write(dir.join("b.mlir"), RELU_BWD).unwrap();
+    write_npy(&dir.join("x.npy"), &[1.5, -0.25, 3.0]);
+    let out = Command::new(env!("CARGO_BIN_EXE_certgrad"))
+        .args(["check-vjp", "f.mlir", "b.mlir", "--at", "x.npy"])
+        .args(["--boundary-points", "0", "--json", "r.json"])
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("r.json")).unwrap()).unwrap();
+    std::fs::remove_dir_all(&dir).ok();
+    // One decision site, the forward's maximum: nearest input to 0 is -0.25.
+    let sites = doc["site_margins"].as_array().unwrap();
+    assert_eq!(sites.len(), 1, "{doc}");
+    assert_eq!(sites[0]["op"], "stablehlo.maximum");
+    assert_eq!(sites[0]["min"], 0.25);
+    assert_eq!(sites[0]["argmin"], 1);
+    assert_eq!(sites[0]["decisions"], 3);
+    // max(x, 0) takes x (first operand) at 1.5 and 3, the 0 at -0.25.
+    let cov = doc["branch_coverage"].as_array().unwrap();
+    assert_eq!(cov.len(), 1, "{doc}");
+    assert_eq!(cov[0]["outcome_counts"], serde_json::json!([2, 1]));
+    assert_eq!(cov[0]["never_taken"], serde_json::json!([]));
 }
