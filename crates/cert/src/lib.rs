@@ -2,6 +2,7 @@
 //! backward map IS the VJP of its forward, with an oracle (dual-number forward
 //! mode) that never uses the backward map.
 
+pub mod bound;
 pub mod dp;
 pub mod net;
 pub mod pair;

@@ -3,6 +3,7 @@
 //! parse or verification error.
 
 mod bench;
+mod bound;
 mod certify;
 mod check_vjp;
 mod demo;
@@ -190,6 +191,8 @@ enum Command {
     Eval(train::EvalArgs),
     /// Evaluate a function of a StableHLO file on .npy inputs; write its outputs as .npy.
     Run(RunArgs),
+    /// A rigorous bound on the f32 rounding error of a net's step (or any function) at a point, for any IEEE evaluation in any summation order, and the mask-flip-free decision. Exit status: 0 flip-free, 1 a decision could flip, 3 a measured value escaped its bound.
+    Bound(bound::BoundArgs),
 }
 
 #[derive(clap::Args)]
@@ -356,6 +359,7 @@ fn main() -> ExitCode {
         }),
         Command::Train(a) => validate::train(&a).and_then(|()| train::train(&a)),
         Command::Bench(a) => bench::bench(&a),
+        Command::Bound(a) => bound::bound(&a),
         Command::Eval(a) => train::eval(&a),
         Command::Run(a) => validate::run(a.repeat)
             .and_then(|()| a.engine.options())

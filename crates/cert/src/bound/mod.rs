@@ -1,0 +1,283 @@
+//! bound: a rigorous a-posteriori bound on the rounding error of a function
+//! (a train step, its gradients, any StableHLO function) at a concrete
+//! point, and the mask-flip-free decision. Running error analysis in
+//! outward-rounded f64 intervals ([`scalar::Bnd`] through den's generic
+//! evaluator): per output element, an enclosure of the exact real value and
+//! a bound on |computed − exact| that holds for ANY IEEE evaluation of the
+//! text in ANY summation order (certgrad's executor, XLA and IREE alike),
+//! given the transcendental accuracy hypotheses of [`hypothesis`].
+//!
+//! This module owns the driver ([`analyse`]), the per-tensor report and the
+//! decision summary; `view` builds the gradient function of a net's step and
+//! its sample point.
+
+pub mod hypothesis;
+pub mod interval;
+pub mod scalar;
+pub mod view;
+
+pub use scalar::{Bnd, HalvedUnit, Ieee754, Model, NoUnderflowTerm};
+
+use den::{eval_func, EvalOptions, Tensor, Value};
+use interval::Iv;
+use ir::Module;
+use std::time::Instant;
+
+/// The bound on one output tensor, per element.
+#[derive(Clone, Debug)]
+pub struct TensorBound {
+    pub name: String,
+    pub shape: Vec<usize>,
+    /// Encloses each element's exact value.
+    pub exact: Vec<Iv>,
+    /// Bound on |computed − exact| per element.
+    pub err: Vec<f64>,
+}
+
+impl TensorBound {
+    pub fn len(&self) -> usize {
+        self.err.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.err.is_empty()
+    }
+
+    /// The largest element bound.
+    pub fn max_err(&self) -> f64 {
+        self.err.iter().copied().fold(0.0, f64::max)
+    }
+
+    /// ‖bound‖₂ over the elements: bounds ‖computed − exact‖₂.
+    pub fn norm_err(&self) -> f64 {
+        interval::up(self.err.iter().map(|e| e * e).sum::<f64>().sqrt() * (1.0 + 1e-12))
+    }
+
+    /// ‖exact‖₂ (of the enclosures' midpoints).
+    pub fn norm_value(&self) -> f64 {
+        self.exact
+            .iter()
+            .map(|v| v.mid() * v.mid())
+            .sum::<f64>()
+            .sqrt()
+    }
+
+    /// Non-vacuous: ‖bound‖₂ below `fraction` of ‖value‖₂.
+    pub fn non_vacuous(&self, fraction: f64) -> bool {
+        self.norm_err() < fraction * self.norm_value()
+    }
+
+    /// The first element whose `computed` value lies outside [lo − e, hi + e]
+    /// (None: every computed value is within its bound).
+    pub fn first_outside(&self, computed: &[f64]) -> Option<usize> {
+        computed
+            .iter()
+            .zip(self.exact.iter().zip(&self.err))
+            .position(|(&c, (iv, &e))| !iv.hull(e).contains(c))
+    }
+
+    /// The first element whose exact value (from an exact evaluation) lies
+    /// outside its enclosure.
+    pub fn first_not_enclosed(&self, exact: &[f64]) -> Option<usize> {
+        exact
+            .iter()
+            .zip(&self.exact)
+            .position(|(&x, iv)| !iv.contains(x))
+    }
+}
+
+/// One decision op's weakest decision: margin / (sum of operand bounds).
+#[derive(Clone, Debug, PartialEq)]
+pub struct DecisionSite {
+    pub op: &'static str,
+    pub op_index: usize,
+    pub line: Option<u32>,
+    /// Flat index (in the op's result) of the weakest decision.
+    pub index: usize,
+    pub ratio: f64,
+    pub decisions: usize,
+}
+
+impl DecisionSite {
+    /// Rounding cannot flip any decision of this op.
+    pub fn flip_free(&self) -> bool {
+        self.ratio > 1.0
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct BoundReport {
+    pub func: String,
+    pub model: &'static str,
+    pub outputs: Vec<TensorBound>,
+    /// Every decision op (compare, maximum/minimum, max reductions, pools).
+    pub decisions: Vec<DecisionSite>,
+    /// Functions without a rule (their results, and what depends on them,
+    /// carry vacuous bounds).
+    pub unsupported: Vec<&'static str>,
+    pub seconds: f64,
+}
+
+impl BoundReport {
+    /// Every decision is flip-free: the f32 evaluation takes the branches
+    /// the exact one takes at this point.
+    pub fn flip_free(&self) -> bool {
+        self.decisions.iter().all(DecisionSite::flip_free)
+    }
+
+    /// The decision op with the smallest ratio.
+    pub fn weakest(&self) -> Option<&DecisionSite> {
+        self.decisions
+            .iter()
+            .min_by(|a, b| a.ratio.total_cmp(&b.ratio))
+    }
+
+    pub fn decision_count(&self) -> usize {
+        self.decisions.iter().map(|d| d.decisions).sum()
+    }
+}
+
+/// Bound `func` of `m` at `inputs` under the float model `M`. Float inputs
+/// must be values of their element type (they are the point, exactly);
+/// `names` label the outputs (missing ones are `result i`).
+pub fn analyse<M: Model>(
+    m: &Module,
+    func: &str,
+    inputs: &[Value<f64>],
+    names: &[String],
+) -> Result<BoundReport, String> {
+    let t0 = Instant::now();
+    let mut vals = Vec::with_capacity(inputs.len());
+    for (i, v) in inputs.iter().enumerate() {
+        vals.push(match v {
+            Value::Float(t, e) => {
+                if let Some(j) = t
+                    .data
+                    .iter()
+                    .position(|&x| den::scalar::round_f64_to(x, *e) != x)
+                {
+                    return Err(format!(
+                        "input {i}, element {j}: {} is not a {} value",
+                        t.data[j], e
+                    ));
+                }
+                Value::Float(
+                    Tensor::new(
+                        t.shape.clone(),
+                        t.data.iter().map(|&x| Bnd::<M>::exact(x)).collect(),
+                    ),
+                    *e,
+                )
+            }
+            Value::Int(t, e) => Value::Int(t.clone(), *e),
+        });
+    }
+    let _ = scalar::take_unsupported();
+    let opts = EvalOptions {
+        fast: false,
+        record_margins: true,
+        replicas: 1,
+    };
+    let ev = eval_func::<Bnd<M>>(m, func, vals, &opts).map_err(|e| e.to_string())?;
+    let unsupported = scalar::take_unsupported();
+    let outputs = ev
+        .outputs
+        .into_iter()
+        .enumerate()
+        .filter_map(|(i, v)| {
+            let t = v.into_float()?;
+            Some(TensorBound {
+                name: names
+                    .get(i)
+                    .cloned()
+                    .unwrap_or_else(|| format!("result {i}")),
+                shape: t.shape.clone(),
+                exact: t.data.iter().map(|b| b.iv).collect(),
+                err: t.data.iter().map(|b| b.e).collect(),
+            })
+        })
+        .collect();
+    let decisions = ev
+        .margins
+        .iter()
+        .map(|mg| DecisionSite {
+            op: mg.op,
+            op_index: mg.op_index,
+            line: mg.line,
+            index: mg.argmin,
+            ratio: mg.min,
+            decisions: mg.decisions,
+        })
+        .collect();
+    Ok(BoundReport {
+        func: func.to_string(),
+        model: M::NAME,
+        outputs,
+        decisions,
+        unsupported,
+        seconds: t0.elapsed().as_secs_f64(),
+    })
+}
+
+/// The float outputs of `func` at `inputs` as f64 data: in f64 (the
+/// real-number proxy) or in f32 on the generic evaluator (its summation
+/// order: sequential, f32 partial sums).
+pub fn evaluate_f64(
+    m: &Module,
+    func: &str,
+    inputs: &[Value<f64>],
+) -> Result<Vec<Vec<f64>>, String> {
+    let opts = EvalOptions {
+        fast: false,
+        ..Default::default()
+    };
+    let ev = eval_func::<f64>(m, func, inputs.to_vec(), &opts).map_err(|e| e.to_string())?;
+    Ok(ev
+        .outputs
+        .into_iter()
+        .filter_map(|v| v.into_float().map(|t| t.data))
+        .collect())
+}
+
+/// `func` evaluated in f32 by the generic evaluator (no fast kernels).
+pub fn evaluate_f32(
+    m: &Module,
+    func: &str,
+    inputs: &[Value<f64>],
+) -> Result<Vec<Vec<f64>>, String> {
+    let opts = EvalOptions {
+        fast: false,
+        ..Default::default()
+    };
+    let ev = eval_func::<f32>(m, func, to_f32_values(inputs), &opts).map_err(|e| e.to_string())?;
+    Ok(ev
+        .outputs
+        .into_iter()
+        .filter_map(|v| {
+            v.into_float()
+                .map(|t| t.data.iter().map(|&x| x as f64).collect())
+        })
+        .collect())
+}
+
+/// The inputs as f32 values (they are f32 values already).
+pub fn to_f32_values(inputs: &[Value<f64>]) -> Vec<Value<f32>> {
+    inputs
+        .iter()
+        .map(|v| match v {
+            Value::Float(t, e) => Value::Float(
+                Tensor::new(t.shape.clone(), t.data.iter().map(|&x| x as f32).collect()),
+                *e,
+            ),
+            Value::Int(t, e) => Value::Int(t.clone(), *e),
+        })
+        .collect()
+}
+
+/// max |a − b| over two equal-length slices.
+pub fn max_abs_diff(a: &[f64], b: &[f64]) -> f64 {
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f64::max)
+}
