@@ -77,8 +77,12 @@ pub fn eval_func<S: Scalar>(
         margin_slot: HashMap::new(),
         first_non_finite: None,
         depth: 0,
+        op_times: HashMap::new(),
     };
     let outputs = interp.call(f, inputs)?;
+    if profiling() {
+        print_op_times(func, &S::type_name(), &interp.op_times);
+    }
     let mut margins = interp.margins;
     margins.sort_by(|a, b| a.func.cmp(&b.func).then(a.op_index.cmp(&b.op_index)));
     Ok(Evaluation {
@@ -113,6 +117,30 @@ struct Interp<'m> {
     margin_slot: HashMap<(String, usize), usize>,
     first_non_finite: Option<NonFinite>,
     depth: usize,
+    /// With `CERTGRAD_PROFILE` set: (calls, nanoseconds) per op name,
+    /// over the top-level ops of every function body evaluated.
+    op_times: HashMap<&'static str, (u64, u64)>,
+}
+
+/// Whether `CERTGRAD_PROFILE` is set: each `eval_func` then prints the
+/// time its top-level ops took, per op name, to stderr (a call's time
+/// includes its callee's).
+fn profiling() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var_os("CERTGRAD_PROFILE").is_some())
+}
+
+fn print_op_times(func: &str, scalar: &str, times: &HashMap<&'static str, (u64, u64)>) {
+    let mut rows: Vec<_> = times.iter().collect();
+    rows.sort_by_key(|(_, (_, ns))| std::cmp::Reverse(*ns));
+    let total: u64 = rows.iter().map(|(_, (_, ns))| ns).sum();
+    eprintln!(
+        "eval profile @{func} over {scalar}: {:.3} s in top-level ops",
+        total as f64 * 1e-9
+    );
+    for (name, (calls, ns)) in rows {
+        eprintln!("  {name:<32} {calls:>6} calls {:>9.3} s", *ns as f64 * 1e-9);
+    }
 }
 
 type Env<S> = Vec<Option<Value<S>>>;
@@ -137,6 +165,44 @@ fn max_value_id(b: &Block) -> usize {
         }
     }
     m
+}
+
+/// The values `op` reads, its regions' ops included.
+fn operands_deep(op: &Op, out: &mut Vec<ir::ValueId>) {
+    out.extend(&op.operands);
+    for r in &op.regions {
+        for o in &r.ops {
+            operands_deep(o, out);
+        }
+    }
+}
+
+/// For each op of `block`, the values (env indices) read for the last time
+/// by it or its regions, or defined by it and never read. Values a region
+/// reads from the enclosing block count as read by the op holding the region.
+fn drop_schedule(block: &Block) -> Vec<Vec<usize>> {
+    let n = max_value_id(block);
+    let mut last: Vec<Option<usize>> = vec![None; n];
+    let mut reads = Vec::new();
+    for (k, op) in block.ops.iter().enumerate() {
+        reads.clear();
+        operands_deep(op, &mut reads);
+        for v in &reads {
+            if let Some(l) = last.get_mut(v.index()) {
+                *l = Some(k);
+            }
+        }
+        for (v, _) in &op.results {
+            last[v.index()].get_or_insert(k);
+        }
+    }
+    let mut drops = vec![Vec::new(); block.ops.len()];
+    for (v, l) in last.into_iter().enumerate() {
+        if let Some(k) = l {
+            drops[k].push(v);
+        }
+    }
+    drops
 }
 
 impl<'m> Interp<'m> {
@@ -203,7 +269,12 @@ impl<'m> Interp<'m> {
         first_index: usize,
     ) -> Result<Vec<Value<S>>, EvalError> {
         let mut idx = first_index;
-        for op in &block.ops {
+        // A function's body drops each value after its last use (peak memory
+        // is the live set, not every intermediate); region blocks run once
+        // per element or iteration, where the schedule would cost more than
+        // it frees.
+        let drops = std::ptr::eq(block, &f.body).then(|| drop_schedule(block));
+        for (k, op) in block.ops.iter().enumerate() {
             if op.kind.is_terminator() {
                 return op
                     .operands
@@ -212,7 +283,13 @@ impl<'m> Interp<'m> {
                     .collect::<Result<Vec<_>, Fail>>()
                     .map_err(|e| e.place(f, op));
             }
+            let t0 = (drops.is_some() && profiling()).then(std::time::Instant::now);
             let results = self.eval_op(f, env, op, idx).map_err(|e| e.place(f, op))?;
+            if let Some(t0) = t0 {
+                let e = self.op_times.entry(op.kind.name()).or_default();
+                e.0 += 1;
+                e.1 += t0.elapsed().as_nanos() as u64;
+            }
             if self.opts.record_margins && self.first_non_finite.is_none() {
                 self.note_non_finite(f, env, op, &results);
             }
@@ -249,6 +326,11 @@ impl<'m> Interp<'m> {
                     }
                 }
                 env[id.index()] = Some(v);
+            }
+            if let Some(drops) = &drops {
+                for &v in &drops[k] {
+                    env[v] = None;
+                }
             }
             idx += 1 + region_op_count(op);
         }
