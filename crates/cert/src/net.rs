@@ -262,6 +262,9 @@ fn joint_run(
                             Init::Ones => 1.0 + 0.25 * z,
                             Init::HeNormal { fan_in } => z * (2.0 / fan_in.max(1) as f64).sqrt(),
                             Init::Normal { std } => z * std,
+                            // A constant init (1e-6) would be a degenerate point: draw around
+                            // it at the scale of the ones-initialised parameters instead.
+                            Init::Const { value } => value + 0.25 * z,
                         }
                     })
                     .collect();

@@ -143,6 +143,9 @@ pub(crate) fn sample(
                             Init::Ones => 1.0 + 0.25 * z,
                             Init::HeNormal { fan_in } => z * (2.0 / fan_in.max(1) as f64).sqrt(),
                             Init::Normal { std } => z * std,
+                            // A constant init (1e-6) would be a degenerate point: draw around
+                            // it at the scale of the ones-initialised parameters instead.
+                            Init::Const { value } => value + 0.25 * z,
                         }
                     })
                 }
@@ -155,6 +158,9 @@ pub(crate) fn sample(
                 SlotKind::Bc2 => {
                     Tensor::new(vec![], vec![f32c(1.0 - ADAM_BETA2.powi(opts.t as i32))])
                 }
+                // Drop-path keep scales as the host draws them (keep 3/4 so
+                // both outcomes appear at small batches): fixed inputs.
+                SlotKind::DropPath => draw(&mut |r| if r.chance(0.75) { 4.0 / 3.0 } else { 0.0 }),
                 SlotKind::RunningMean => draw(&mut |r| 0.1 * r.normal()),
                 SlotKind::RunningVar => draw(&mut |r| 1.0 + 0.1 * r.normal().abs()),
                 SlotKind::OneHot => {
@@ -245,6 +251,9 @@ fn recover(
 pub(crate) struct LossOracle {
     module: Module,
     point: Vec<Tensor<f64>>,
+    /// The forward argument of each θ block (drop-path keep inputs, fixed
+    /// at the step's values, sit between them).
+    theta_arg: Vec<usize>,
 }
 
 impl LossOracle {
@@ -260,20 +269,31 @@ impl LossOracle {
     ) -> Result<LossOracle, String> {
         let x4_ty = net.input_type(batch);
         let funcs = tie_funcs(chain, &x4_ty).map_err(|e| e.to_string())?;
-        if funcs.params.len() != n_params + 1 {
-            return Err("the loss forward's parameters are not θ and the target".into());
+        let keeps = sig.input_positions(SlotKind::DropPath);
+        if funcs.params.len() != n_params + keeps.len() + 1 {
+            return Err(
+                "the loss forward's parameters are not θ, the drop-path keeps and the target"
+                    .into(),
+            );
         }
         let x4 = Tensor::new(shape(&x4_ty), point[0].data.clone());
+        // Step slots in the chain's parameter order: θ then the target, with
+        // the keep inputs at their blocks' positions.
+        let mut rest = sig.input_positions(SlotKind::Param);
+        rest.push(sig.input_positions(SlotKind::OneHot)[0]);
+        let keep_at = layers::droppath::keep_positions(chain, &x4_ty);
+        let order = layers::droppath::interleave(&keep_at, &keeps, &rest);
         let mut oracle_point = vec![x4];
-        oracle_point.extend(
-            sig.input_positions(SlotKind::Param)
-                .iter()
-                .map(|&i| point[i].clone()),
-        );
-        oracle_point.push(point[sig.input_positions(SlotKind::OneHot)[0]].clone());
+        oracle_point.extend(order.iter().map(|&i| point[i].clone()));
+        let theta_arg = sig
+            .input_positions(SlotKind::Param)
+            .iter()
+            .map(|i| 1 + order.iter().position(|j| j == i).expect("θ slot"))
+            .collect();
         Ok(LossOracle {
             module: funcs.module(),
             point: oracle_point,
+            theta_arg,
         })
     }
 
@@ -289,7 +309,7 @@ impl LossOracle {
             .enumerate()
             .map(|(k, t)| {
                 let tangent = |i: usize| match block {
-                    Some((b, v)) if b + 1 == k => v.data[i],
+                    Some((b, v)) if self.theta_arg[b] == k => v.data[i],
                     _ => 0.0,
                 };
                 Value::Float(

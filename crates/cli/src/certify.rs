@@ -434,6 +434,9 @@ bisection; each block row shows the joint identity's discrepancy",
         .iter()
         .map(|s| s.min)
         .fold(f64::INFINITY, f64::min);
+    if c.params.site_margins.is_empty() {
+        print_smooth_net_evidence(&net);
+    }
     print_coverage_by_kink(&c.params);
     if !c.params.kinks_resampled.is_empty() || !c.whole.kinks_resampled.is_empty() {
         println!(
@@ -478,4 +481,43 @@ bisection; each block row shows the joint identity's discrepancy",
         println!("certificate written to {}", path.display());
     }
     Ok(if ok { 0 } else { 1 })
+}
+
+/// The verdict's evidence line for a net without kink sites (ConvNeXt: no
+/// ReLU, no max pool): the smooth-point hypothesis is vacuous, and the
+/// strongest evidence is exact arithmetic unless a transcendental op is on
+/// the path, in which case it is f64 duals (this certificate's).
+fn print_smooth_net_evidence(net: &layers::net::NetSpec) {
+    const TRANSCENDENTAL: [&str; 6] = [
+        "stablehlo.exponential",
+        "stablehlo.log",
+        "stablehlo.tanh",
+        "stablehlo.logistic",
+        "stablehlo.rsqrt",
+        "stablehlo.sqrt",
+    ];
+    let ops: Vec<&str> = net
+        .chain()
+        .ok()
+        .and_then(|c| layers::tie_funcs(&c, &net.input_type(1)).ok())
+        .map(|f| {
+            f.forward
+                .op_counts()
+                .into_iter()
+                .map(|(n, _)| n)
+                .filter(|n| TRANSCENDENTAL.contains(n))
+                .collect()
+        })
+        .unwrap_or_default();
+    println!("  (none: no kink sites — the forward has no ReLU, ReLU6, max pool or other decision op, so the smooth-point hypothesis holds at every point)");
+    if ops.is_empty() {
+        println!(
+            "  strongest evidence the ops allow: exact (every op is rational); this tie: f64 duals"
+        );
+    } else {
+        println!(
+            "  strongest evidence the ops allow: f64 dual numbers ({} are not rational, so no exact tie exists); this tie: f64 duals",
+            ops.join(", ")
+        );
+    }
 }

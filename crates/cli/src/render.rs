@@ -40,6 +40,12 @@ pub struct RecipeArgs {
     /// 1e-4, rmsprop 4e-5, lamb 0.02); 0 renders no decay.
     #[arg(long, value_name = "WD")]
     pub weight_decay: Option<f64>,
+    /// Stochastic depth at maximum drop rate RATE (REFERENCE §2.15): each
+    /// drop-path block's branch is scaled per example by a graph input dp{i}
+    /// [B] (1/keep or 0, drawn on the host each step; keep on the net's
+    /// linear ramp, ConvNeXt 1 − RATE·i/17).
+    #[arg(long, value_name = "RATE")]
+    pub drop_path: Option<f64>,
 }
 
 impl RecipeArgs {
@@ -80,6 +86,7 @@ impl RecipeArgs {
                 ema: self.ema,
                 accumulate: self.accumulate,
                 loss: Some(&self.loss),
+                drop_path: self.drop_path,
             },
         )
         .map_err(|e| anyhow::anyhow!("{e}"))

@@ -241,6 +241,7 @@ pub fn train(a: &TrainArgs) -> Result<()> {
                 accumulate: a.recipe.accumulate,
                 loss: Some(a.recipe.loss.clone()),
                 weight_decay: a.recipe.weight_decay,
+                drop_path: a.recipe.drop_path,
             },
         };
         (Session::with_engine(cfg, engine)?, None)

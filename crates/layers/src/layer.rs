@@ -22,6 +22,10 @@ pub enum Init {
     Normal {
         std: f64,
     },
+    /// Every entry `value` (ConvNeXt's layer scale γ: 1e-6).
+    Const {
+        value: f64,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq)]

@@ -4,8 +4,10 @@
 //! never defaults.
 
 pub mod blocks;
+pub mod blocks_convnext;
 pub mod blocks_mobile;
 pub mod combinators;
+pub mod droppath;
 pub mod emit;
 pub mod layer;
 pub mod net;

@@ -16,6 +16,13 @@ pub trait BlockSpec {
     fn set_bn_world(&mut self, world: BnWorld);
     /// Field checks before anything is built or allocated; the error names the field (`stride`, `eps`, …) and what was expected.
     fn validate(&self) -> Result<(), FieldError>;
+    /// How many residual branches of this block take a stochastic-depth keep
+    /// input when the net is built with drop path (REFERENCE §2.15); a block
+    /// opts in by answering ≥ 1 and wrapping those branches when
+    /// `BuildCtx::drop_path` is set. None by default.
+    fn drop_path_sites(&self) -> usize {
+        0
+    }
 }
 
 /// What a block's build needs beyond its own fields: the net-wide emission
@@ -24,6 +31,9 @@ pub trait BlockSpec {
 pub struct BuildCtx {
     /// The emitted form of every max pool's backward.
     pub pool_backward: PoolBackward,
+    /// Whether blocks with drop-path sites take their per-example keep inputs
+    /// (`NetSpec::chain_with_drop_path`); off for every plain build.
+    pub drop_path: bool,
 }
 
 /// A field of a block that cannot be right whatever the input.

@@ -21,6 +21,7 @@ use ir::TensorType;
 
 mod block;
 mod builtin;
+mod convnext;
 mod file;
 mod leaves;
 mod limits;
@@ -31,6 +32,10 @@ mod residual;
 
 pub use block::{at_least, positive_eps, BlockSpec, BuildCtx, FieldError, FIELD_MAX};
 pub use builtin::{by_name, catalog, cifar8, resnet34, resnet34_width, resnet50, resnet50_width};
+pub use convnext::{
+    convnext, convnext_s, convnext_t, ConvNextVariant, CONVNEXT_B, CONVNEXT_LAYER_SCALE_INIT,
+    CONVNEXT_LN_EPS, CONVNEXT_S, CONVNEXT_T,
+};
 pub use file::{is_file_arg, resolve, NetFileError, NetFormat};
 pub use leaves::{
     channels, BatchNormSpec, Conv2dSpec, DenseSpec, FlattenSpec, GlobalAvgPoolSpec, MaxPoolSpec,
@@ -99,6 +104,13 @@ layer_kinds! {
     MbConvSe(crate::blocks_mobile::MbConvSeSpec),
     FusedMbConv(crate::blocks_mobile::FusedMbConvSpec),
     Uib(crate::blocks_mobile::UibSpec),
+    /// ConvNeXt's blocks (`crate::blocks_convnext`, `convnext`).
+    #[serde(rename = "convnext_stem")]
+    ConvNextStem(crate::blocks_convnext::ConvNextStemSpec),
+    #[serde(rename = "convnext_block")]
+    ConvNextBlock(crate::blocks_convnext::ConvNextBlockSpec),
+    #[serde(rename = "convnext_downsample")]
+    ConvNextDownsample(crate::blocks_convnext::ConvNextDownsampleSpec),
     Sequential(SequentialSpec),
     Residual(ResidualSpec),
 }
@@ -178,6 +190,7 @@ impl NetSpec {
     pub fn build_ctx(&self) -> BuildCtx {
         BuildCtx {
             pool_backward: self.pool_backward,
+            drop_path: false,
         }
     }
 

@@ -11,6 +11,7 @@ pub mod dense;
 pub mod loss;
 pub mod norm;
 pub mod pool;
+pub mod scale;
 pub mod se;
 
 use crate::layer::CertLayer;
@@ -172,6 +173,7 @@ pub fn catalog() -> Vec<OpCase> {
         loss::catalog,
         attention::catalog,
         se::catalog,
+        scale::catalog,
     ] {
         cases.extend(more());
     }

@@ -106,7 +106,7 @@ pub fn standardize_backward(
 
 /// `ĝ = γ⊙dy`, `dγ = Σ dy⊙x̂`, `dβ = Σ dy`, the sums over every dim but
 /// `affine_dim`.
-fn affine_backward(
+pub fn affine_backward(
     fb: &mut FuncBuilder,
     xhat: ValueId,
     gamma: ValueId,

@@ -132,6 +132,10 @@ pub struct Recipe {
     /// examples); when `aup` = 0, θ, m, v (and the shadow) pass through.
     pub accumulate: Option<u32>,
     pub loss: Loss,
+    /// Stochastic depth at this maximum drop rate (REFERENCE §2.15): every
+    /// drop-path site of the net takes a per-example keep input `dp{i} [B]`
+    /// (the net's linear ramp; the host draws the scales each step).
+    pub drop_path: Option<f64>,
     #[doc(hidden)]
     pub fault: Option<Fault>,
 }
@@ -147,6 +151,8 @@ pub struct RecipeFlags<'a> {
     pub accumulate: Option<u32>,
     /// `ce` or `bce`.
     pub loss: Option<&'a str>,
+    /// `--drop-path RATE`.
+    pub drop_path: Option<f64>,
 }
 
 fn err(s: String) -> LayerError {
@@ -187,6 +193,7 @@ impl Recipe {
             ema: f.ema,
             accumulate: f.accumulate,
             loss,
+            drop_path: f.drop_path,
             fault: None,
         };
         r.validate(opt)?;
@@ -224,6 +231,9 @@ impl Recipe {
             if !(d > 0.0 && d < 1.0) {
                 return Err(err(format!("--ema: expected a decay in (0, 1), got {d}")));
             }
+        }
+        if let Some(rate) = self.drop_path {
+            crate::droppath::validate_rate(rate)?;
         }
         if let Some(k) = self.accumulate {
             if k < 2 {
@@ -269,6 +279,9 @@ impl Recipe {
         }
         if let Some(k) = self.accumulate {
             s.push_str(&format!("acc{k}"));
+        }
+        if self.drop_path.is_some() {
+            s.push_str("sd");
         }
         if replicas > 1 {
             s.push_str(&format!("dp{batch}x{replicas}"));
@@ -329,6 +342,11 @@ impl Recipe {
         if let Some(d) = self.ema {
             h.push(format!(
                 "  ema: shadow' = emad*shadow + oemad*theta' (host: emad = min({d}, (1+t)/(10+t)) with t the 0-based update, oemad = 1 - emad; the shadow starts at theta)"
+            ));
+        }
+        if let Some(rate) = self.drop_path {
+            h.push(format!(
+                "  drop path {rate}: branch i of the net's drop-path blocks is scaled per example by the input dp{{i}} [B] (host: 1/keep_i with probability keep_i, else 0; keep_i = 1 - {rate}*i/(blocks-1))"
             ));
         }
         h.push(format!(

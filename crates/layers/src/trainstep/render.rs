@@ -92,7 +92,11 @@ impl Rendered {
 /// The chain a train step differentiates: the net's `chain_with_loss()`,
 /// its softmax-CE replaced by BCE under `Loss::Bce`.
 pub fn step_chain(net: &NetSpec, recipe: &Recipe) -> Result<crate::Chain, LayerError> {
-    let mut chain = net.chain_with_loss()?;
+    let mut chain = if recipe.drop_path.is_some() {
+        net.chain_with_loss_drop_path()?
+    } else {
+        net.chain_with_loss()?
+    };
     if recipe.loss == Loss::Bce {
         if net.label_smoothing.is_some() {
             return Err(LayerError(format!(
@@ -156,13 +160,27 @@ pub fn render_step(net: &NetSpec, batch: i64, opts: &StepOptions) -> Result<Rend
         .collect();
 
     let x4 = fb.reshape(args[0], &x4_ty.shape)?;
-    // The loss layer's `target` parameter is the one-hot input.
+    // The loss layer's `target` parameter is the one-hot input; drop-path
+    // keep inputs sit at their blocks' positions among θ.
     let mut chain_params = theta.clone();
     chain_params.push(onehot);
+    let keeps = at(SlotKind::DropPath);
+    let keep_at = crate::droppath::keep_positions(&chain, &x4_ty);
+    if keep_at.len() != keeps.len() {
+        return Err(LayerError(format!(
+            "{}: the step chain has {} drop-path keep inputs, the signature {}",
+            net.name,
+            keep_at.len(),
+            keeps.len()
+        )));
+    }
+    let chain_params = crate::droppath::interleave(&keep_at, &keeps, &chain_params);
     let saved = chain.forward(&mut fb, x4, &chain_params, &mut Sites::default())?;
     let loss = saved.output();
     let dloss = fb.splat(1.0, TensorType::f32(Vec::<i64>::new()));
-    let grads = chain.backward(&mut fb, x4, &chain_params, &saved, dloss)?;
+    let mut grads = chain.backward(&mut fb, x4, &chain_params, &saved, dloss)?;
+    // The keep inputs' gradients are data gradients: not used by the step.
+    grads.dparams = crate::droppath::split_keeps(&keep_at, &grads.dparams).0;
     if grads.dparams.len() != n_theta + 1 {
         return Err(LayerError(format!(
             "{}: the backward returned {} gradients for {} parameters and the target",

@@ -36,6 +36,9 @@ pub enum SlotKind {
     AccKeep,
     RunningMean,
     RunningVar,
+    /// `dp{i} [B]`: the per-example keep scales of drop-path site i (recipe
+    /// `drop_path`).
+    DropPath,
     OneHot,
     Loss,
     BatchMean,
@@ -195,6 +198,22 @@ pub fn step_signature_with(
             ty.clone(),
         ));
         outputs.push(slot(format!("{name}.batch_var"), SlotKind::BatchVar, ty));
+    }
+    if let Some(rate) = recipe.drop_path {
+        let sites = net.drop_path_sites(rate)?;
+        if sites.is_empty() {
+            return Err(LayerError(format!(
+                "--drop-path: {} has no drop-path sites (no block with a residual branch opts in)",
+                net.name
+            )));
+        }
+        for i in 0..sites.len() {
+            inputs.push(slot(
+                format!("dp{i}"),
+                SlotKind::DropPath,
+                TensorType::f32(vec![batch]),
+            ));
+        }
     }
     inputs.push(slot(
         "onehot".into(),

@@ -97,6 +97,9 @@ pub struct RecipeConfig {
     /// `ce` or `bce` (None: ce).
     pub loss: Option<String>,
     pub weight_decay: Option<f64>,
+    /// Stochastic depth's maximum drop rate (`--drop-path`).
+    #[serde(default)]
+    pub drop_path: Option<f64>,
 }
 
 impl TrainConfig {
@@ -122,6 +125,7 @@ impl TrainConfig {
                 ema: r.ema,
                 accumulate: r.accumulate,
                 loss: r.loss.as_deref(),
+                drop_path: r.drop_path,
             },
         )
         .map_err(|e| TrainError::Run(e.to_string()))
@@ -483,6 +487,7 @@ pub fn init_values(init: &Init, n: usize, rng: &mut Rng) -> Vec<f32> {
                 (rng.normal() * (2.0 / fan_in.max(1) as f64).sqrt()) as f32
             }
             Init::Normal { std } => (rng.normal() * std) as f32,
+            Init::Const { value } => value as f32,
         })
         .collect()
 }

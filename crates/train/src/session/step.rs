@@ -11,7 +11,11 @@ use crate::schedule::{bias_corrections, bn_momentum, lr_at};
 use engines::host::{HostData, HostTensor};
 use engines::select::EngineKind;
 use ir::rng::{Rng, TRAIN_SALT};
+use layers::droppath::draw_keep_scales;
 use layers::trainstep::{SlotKind, StepSignature};
+
+/// The stream tag of the drop-path masks (xor-ed with the global step).
+const DROP_PATH_TAG: u64 = 0xD209_0000_0000_0000;
 
 fn host(ty: &ir::TensorType, data: Vec<f32>) -> HostTensor {
     HostTensor::f32(ty.shape.clone(), data)
@@ -49,6 +53,9 @@ struct HostScalars {
     ema: (f64, f64),
     /// `(aup, akeep)`.
     acc: (f64, f64),
+    /// Per drop-path site, the keep scales of the global batch (empty
+    /// without `--drop-path`).
+    drop_path: Vec<Vec<f32>>,
 }
 
 /// `(d, 1 − d)` with `d = min(decay, (1+t')/(10+t'))`, t' the 0-based update
@@ -148,10 +155,36 @@ impl Session {
         Ok(Some(correct))
     }
 
+    /// Step `t`'s keep scales per drop-path site over the global batch: each
+    /// example 1/keep with probability keep (the site's, on the net's ramp),
+    /// else 0, from a stream derived from the seed and the global step only
+    /// (a resumed run draws the same masks). Empty without `--drop-path`.
+    fn drop_path_scales(&self, t: u64) -> Result<Vec<Vec<f32>>, TrainError> {
+        let Some(rate) = self.recipe.drop_path else {
+            return Ok(Vec::new());
+        };
+        let sites = self
+            .net
+            .drop_path_sites(rate)
+            .map_err(|e| TrainError::Run(e.to_string()))?;
+        let mut rng = Rng::derived(self.cfg.seed, TRAIN_SALT, DROP_PATH_TAG ^ t);
+        Ok(sites
+            .iter()
+            .map(|s| draw_keep_scales(s.keep, self.cfg.batch, &mut rng))
+            .collect())
+    }
+
     /// One replica's step inputs: its shard of images and targets, the shared
     /// state and schedule scalars.
-    fn step_inputs(&self, x: &[f32], onehot: &[f32], h: &HostScalars) -> Vec<HostTensor> {
+    fn step_inputs(
+        &self,
+        x: &[f32],
+        onehot: &[f32],
+        h: &HostScalars,
+        rows: std::ops::Range<usize>,
+    ) -> Vec<HostTensor> {
         let st = &self.state;
+        let mut dp = h.drop_path.iter();
         let (mut th, mut mm, mut vv) = (st.params.iter(), st.m.iter(), st.v.iter());
         let (mut sh, mut acc) = (st.shadow.iter(), st.accum.iter());
         let mut rm = st.running.iter().map(|p| &p.0);
@@ -177,6 +210,7 @@ impl Session {
                 SlotKind::RunningMean => host(&s.ty, rm.next().unwrap().clone()),
                 SlotKind::RunningVar => host(&s.ty, rv.next().unwrap().clone()),
                 SlotKind::OneHot => host(&s.ty, onehot.to_vec()),
+                SlotKind::DropPath => host(&s.ty, dp.next().unwrap()[rows.clone()].to_vec()),
                 other => unreachable!("step input slot {other:?}"),
             })
             .collect()
@@ -227,6 +261,7 @@ impl Session {
                 (pos + 1 == k) as u8 as f64, // aup: the cycle's last micro-batch
                 (pos != 0) as u8 as f64,     // akeep: 0 on its first
             ),
+            drop_path: self.drop_path_scales(t)?,
         };
 
         let correct = self.train_correct(&x, &labels)?;
@@ -240,6 +275,7 @@ impl Session {
                     &x[rows.start * per..rows.end * per],
                     &onehot[rows.start * classes..rows.end * classes],
                     &scalars,
+                    rows,
                 )
             })
             .collect();

@@ -1,0 +1,319 @@
+//! Stochastic depth ("drop path", REFERENCE §2.15) as graph inputs: a
+//! residual whose branch is scaled per example by a keep input
+//! (`DropPathResidual`), the linear ramp of keep probabilities over a net's
+//! drop-path blocks, and the host-side draw of the keep scales. The keep
+//! scales are fixed inputs of the step (drawn on the host each step), so the
+//! rendered step stays a deterministic function and certifies like any
+//! other: the keep input is a parameter slot of the layer (like the loss's
+//! target), its gradient is computed honestly and discarded by the render.
+
+use crate::combinators::Chain;
+use crate::emit::{Emit, EmitResult};
+use crate::layer::{BlockBn, CertLayer, Grads, Init, LayerError, ParamSpec, Saved, Sites};
+use crate::net::{build_chain, BuildCtx, NetSpec};
+use ir::rng::Rng;
+use ir::{FuncBuilder, TensorType, ValueId};
+
+/// The local name of a drop-path keep input inside its block (its full name
+/// is the block's path + `.drop_path`).
+pub const KEEP_NAME: &str = "drop_path";
+
+/// `y = x + keep[n]·body(x)` with `keep [N]` a per-example input (1/p or 0
+/// at train time, p the keep probability; the identity residual at keep 1).
+/// Backward: `dx = body.back(keep⊙dy) + dy`, the body's parameter
+/// gradients at that cotangent, and `dkeep[n] = Σ_{c,h,w} body(x)⊙dy`.
+pub struct DropPathResidual {
+    pub body: Box<dyn CertLayer>,
+}
+
+impl DropPathResidual {
+    /// `keep` broadcast over the shape of `like` along the batch axis.
+    fn keep_like(fb: &mut FuncBuilder, keep: ValueId, like: ValueId) -> EmitResult<ValueId> {
+        let shape = fb.shape(like);
+        fb.bcast(keep, &[0], &shape)
+    }
+}
+
+impl CertLayer for DropPathResidual {
+    fn name(&self) -> String {
+        format!("drop_path_residual[{}]", self.body.name())
+    }
+    fn output_type(&self, input: &TensorType) -> Result<TensorType, LayerError> {
+        let out = self.body.output_type(input)?;
+        if &out != input {
+            return Err(LayerError(format!(
+                "drop-path residual: body maps {input} to {out}; a skip connection needs equal types"
+            )));
+        }
+        Ok(out)
+    }
+    /// The body's (unprefixed), then the keep input `[N]`.
+    fn params(&self, input: &TensorType) -> Vec<ParamSpec> {
+        let mut ps = self.body.params(input);
+        let n = input.shape.first().copied().unwrap_or(1);
+        ps.push(ParamSpec::f32(KEEP_NAME, &[n], Init::Ones));
+        ps
+    }
+    fn batch_norms(&self) -> Vec<BlockBn> {
+        self.body
+            .batch_norms()
+            .into_iter()
+            .map(|b| b.under("", 0))
+            .collect()
+    }
+    fn forward(
+        &self,
+        fb: &mut FuncBuilder,
+        x: ValueId,
+        params: &[ValueId],
+        sites: &mut Sites,
+    ) -> EmitResult<Saved> {
+        let (keep, body_params) = params.split_last().expect("the keep input");
+        let s = self.body.forward(fb, x, body_params, sites)?;
+        let k = Self::keep_like(fb, *keep, s.output())?;
+        let scaled = fb.mul(k, s.output())?;
+        let y = fb.add(scaled, x)?;
+        Ok(Saved {
+            output: Some(y),
+            values: Vec::new(),
+            children: vec![s],
+        })
+    }
+    fn backward(
+        &self,
+        fb: &mut FuncBuilder,
+        x: ValueId,
+        params: &[ValueId],
+        saved: &Saved,
+        dy: ValueId,
+    ) -> EmitResult<Grads> {
+        let (keep, body_params) = params.split_last().expect("the keep input");
+        let branch = saved.children[0].output();
+        let k = Self::keep_like(fb, *keep, dy)?;
+        let dbranch = fb.mul(k, dy)?;
+        let g = self
+            .body
+            .backward(fb, x, body_params, &saved.children[0], dbranch)?;
+        let dx = fb.add(g.dx, dy)?;
+        let bd = fb.mul(branch, dy)?;
+        let rank = fb.shape(dy).len() as i64;
+        let rest: Vec<i64> = (1..rank).collect();
+        let dkeep = fb.reduce_sum(bd, &rest)?;
+        let mut dparams = g.dparams;
+        dparams.push(dkeep);
+        Ok(Grads { dx, dparams })
+    }
+}
+
+/// The keep probability of each of `blocks` drop-path blocks at maximum drop
+/// rate `rate`: the linear ramp `1 − rate·i/(blocks−1)` (REFERENCE §2.15:
+/// ConvNeXt-T `1 − 0.1·i/17`; ViT's two sub-layers of block i share
+/// `1 − 0.1·i/11`). One block gets `1 − rate`.
+pub fn keep_ramp(blocks: usize, rate: f64) -> Vec<f64> {
+    if blocks == 1 {
+        return vec![1.0 - rate];
+    }
+    (0..blocks)
+        .map(|i| 1.0 - rate * i as f64 / (blocks - 1) as f64)
+        .collect()
+}
+
+/// Checks a drop-path rate (the `--drop-path` flag).
+pub fn validate_rate(rate: f64) -> Result<(), LayerError> {
+    if rate.is_finite() && (0.0..1.0).contains(&rate) {
+        Ok(())
+    } else {
+        Err(LayerError(format!(
+            "--drop-path: expected a rate in [0, 1), got {rate}"
+        )))
+    }
+}
+
+/// One step's keep scales for a site with keep probability `keep`, `batch`
+/// examples: each `1/keep` with probability `keep`, else 0 (timm's
+/// `scale_by_keep`, so the expected branch is unchanged).
+pub fn draw_keep_scales(keep: f64, batch: usize, rng: &mut Rng) -> Vec<f32> {
+    (0..batch)
+        .map(|_| {
+            if rng.chance(keep) {
+                (1.0 / keep) as f32
+            } else {
+                0.0
+            }
+        })
+        .collect()
+}
+
+/// A drop-path keep input of a net: its name (the block's path +
+/// `.drop_path`, as the chain names its parameters), the ordinal of its
+/// block among the net's drop-path blocks, and its keep probability.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DropPathSite {
+    pub name: String,
+    pub block: usize,
+    pub keep: f64,
+}
+
+impl NetSpec {
+    /// The emission choices with every drop-path site taking its keep input.
+    fn drop_path_ctx(&self) -> BuildCtx {
+        BuildCtx {
+            drop_path: true,
+            ..self.build_ctx()
+        }
+    }
+
+    /// The forward with stochastic depth (logits out): every top-level block
+    /// with drop-path sites built with its keep inputs, which sit among the
+    /// chain's parameters (see [`keep_positions`]).
+    pub fn chain_with_drop_path(&self) -> Result<Chain, LayerError> {
+        let (chain, ty) = build_chain(&self.layers, &self.input_type(1), &self.drop_path_ctx())
+            .map_err(|e| LayerError(format!("{}: {e}", self.name)))?;
+        if ty.shape != [1, self.classes] {
+            return Err(LayerError(format!(
+                "{}: the forward ends in {ty}, expected logits [B, {}]",
+                self.name, self.classes
+            )));
+        }
+        Ok(chain)
+    }
+
+    /// [`Self::chain_with_drop_path`] followed by the net's loss.
+    pub fn chain_with_loss_drop_path(&self) -> Result<Chain, LayerError> {
+        let mut with_loss = self.chain_with_loss()?;
+        let loss = with_loss.layers.pop().expect("the loss layer");
+        let mut c = self.chain_with_drop_path()?;
+        c.layers.push(loss);
+        Ok(c)
+    }
+
+    /// The net's drop-path sites in forward order with their keep
+    /// probabilities at maximum drop rate `rate`: the blocks answering
+    /// `drop_path_sites() ≥ 1`, numbered in order, on [`keep_ramp`] (every
+    /// site of one block shares its block's keep). Empty without any.
+    pub fn drop_path_sites(&self, rate: f64) -> Result<Vec<DropPathSite>, LayerError> {
+        let chain = self.chain_with_drop_path()?;
+        let tys = chain.types(&self.input_type(1))?;
+        let blocks = self
+            .layers
+            .iter()
+            .filter(|(_, l)| l.as_block().drop_path_sites() > 0)
+            .count();
+        let ramp = keep_ramp(blocks.max(1), rate);
+        let mut out = Vec::new();
+        let mut block = 0;
+        for (((name, spec), (_, layer)), ty) in self.layers.iter().zip(&chain.layers).zip(&tys) {
+            let want = spec.as_block().drop_path_sites();
+            if want == 0 {
+                continue;
+            }
+            let keeps: Vec<String> = layer
+                .params(ty)
+                .into_iter()
+                .filter(|p| p.name == KEEP_NAME || p.name.ends_with(&format!(".{KEEP_NAME}")))
+                .map(|p| format!("{name}.{}", p.name))
+                .collect();
+            if keeps.len() != want {
+                return Err(LayerError(format!(
+                    "{}: layer {name} names {want} drop-path site(s) but builds {} keep input(s)",
+                    self.name,
+                    keeps.len()
+                )));
+            }
+            for k in keeps {
+                out.push(DropPathSite {
+                    name: k,
+                    block,
+                    keep: ramp[block],
+                });
+            }
+            block += 1;
+        }
+        Ok(out)
+    }
+}
+
+/// Where the keep inputs sit among the parameters of a drop-path chain at
+/// `input`: the positions whose local name is `drop_path`.
+pub fn keep_positions(chain: &dyn CertLayer, input: &TensorType) -> Vec<usize> {
+    chain
+        .params(input)
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| p.name == KEEP_NAME || p.name.ends_with(&format!(".{KEEP_NAME}")))
+        .map(|(i, _)| i)
+        .collect()
+}
+
+/// A drop-path chain's parameter list from its parts: `keeps` at
+/// `positions` (ascending), the others filled in order from `rest` (θ, then
+/// the loss target).
+pub fn interleave<T: Copy>(positions: &[usize], keeps: &[T], rest: &[T]) -> Vec<T> {
+    let total = keeps.len() + rest.len();
+    let (mut k, mut r) = (keeps.iter(), rest.iter());
+    (0..total)
+        .map(|i| {
+            let from = if positions.contains(&i) {
+                &mut k
+            } else {
+                &mut r
+            };
+            *from.next().expect("enough values for every slot")
+        })
+        .collect()
+}
+
+/// The inverse of [`interleave`]: `(the others in order, the keeps)`.
+pub fn split_keeps<T: Copy>(positions: &[usize], all: &[T]) -> (Vec<T>, Vec<T>) {
+    let mut rest = Vec::new();
+    let mut keeps = Vec::new();
+    for (i, &v) in all.iter().enumerate() {
+        if positions.contains(&i) {
+            keeps.push(v);
+        } else {
+            rest.push(v);
+        }
+    }
+    (rest, keeps)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ramps_are_the_references() {
+        // ConvNeXt-T: 18 blocks, keep_i = 1 − 0.1·i/17.
+        let r = keep_ramp(18, 0.1);
+        assert_eq!(r.len(), 18);
+        assert_eq!(r[0], 1.0);
+        assert!((r[17] - 0.9).abs() < 1e-15);
+        assert!((r[5] - (1.0 - 0.5 / 17.0)).abs() < 1e-15);
+        // ViT: 12 blocks (24 sub-layers), keep = 1 − 0.1·⌊s/2⌋/11.
+        let v = keep_ramp(12, 0.1);
+        for s in 0..24 {
+            let want = 1.0 - 0.1 * (s / 2) as f64 / 11.0;
+            assert!((v[s / 2] - want).abs() < 1e-15, "{s}");
+        }
+        assert!(validate_rate(1.0).is_err());
+        assert!(validate_rate(f64::NAN).is_err());
+        assert!(validate_rate(0.0).is_ok());
+    }
+
+    #[test]
+    fn interleave_and_split_are_inverse() {
+        let all = interleave(&[1, 4], &[10, 11], &[0, 2, 3, 5]);
+        assert_eq!(all, [0, 10, 2, 3, 11, 5]);
+        assert_eq!(split_keeps(&[1, 4], &all), (vec![0, 2, 3, 5], vec![10, 11]));
+    }
+
+    #[test]
+    fn keep_scales_are_zero_or_inverse_keep_with_the_keep_frequency() {
+        let mut rng = Rng::new(7);
+        let s = draw_keep_scales(0.8, 20_000, &mut rng);
+        let kept = s.iter().filter(|&&x| x != 0.0).count();
+        assert!(s.iter().all(|&x| x == 0.0 || x == 1.25));
+        let frac = kept as f64 / s.len() as f64;
+        assert!((frac - 0.8).abs() < 0.02, "{frac}");
+    }
+}
