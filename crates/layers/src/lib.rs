@@ -5,6 +5,7 @@
 
 pub mod blocks;
 pub mod blocks_mobile;
+pub mod blocks_vit;
 pub mod combinators;
 pub mod emit;
 pub mod layer;
