@@ -377,6 +377,48 @@ fn tie_verdict_line(tie: &str, r: &TieReport) -> String {
     }
 }
 
+/// What a net certificate claims about its point and its evidence: the kink
+/// sites (none: the forward takes no decision, so every point is smooth and
+/// no margin is discharged), and the strongest evidence level its ops allow
+/// (exact rationals need a rational forward and backward; the ops that rule
+/// them out are named).
+struct SmoothnessClaim {
+    lines: Vec<String>,
+    irrational: Vec<&'static str>,
+}
+
+fn smoothness_claim(
+    net: &layers::net::NetSpec,
+    input: &ir::TensorType,
+    c: &cert::NetCertificate,
+) -> Result<SmoothnessClaim> {
+    let chain = net.chain_with_loss().map_err(|e| anyhow::anyhow!("{e}"))?;
+    let module = layers::tie_funcs(&chain, input)
+        .map_err(|e| anyhow::anyhow!("{e}"))?
+        .module();
+    let irrational = cert::tie::irrational_ops(&module);
+    let mut lines = Vec::new();
+    if c.params.site_margins.is_empty() {
+        lines.push(
+            "kink sites: none (no ReLU, max pool or other decision in the forward): every point \
+             is a smooth point, no margin to discharge"
+                .to_string(),
+        );
+    }
+    lines.push(if irrational.is_empty() {
+        "evidence level: every op is rational, so exact rationals would apply; whole nets are \
+         tied in f64 duals (exact through every conv costs minutes per evaluation)"
+            .to_string()
+    } else {
+        format!(
+            "evidence level: f64 duals, the strongest these ops allow (exact rationals need a \
+             rational forward and backward; this one holds {})",
+            irrational.join(", ")
+        )
+    });
+    Ok(SmoothnessClaim { lines, irrational })
+}
+
 /// The whole-net tie and the parameter ties of one net; returns the exit
 /// status (0 both certified, 1 otherwise).
 pub fn certify_net(args: &NetArgs) -> Result<u8> {
@@ -438,6 +480,10 @@ bisection; each block row shows the joint identity's discrepancy",
         print_smooth_net_evidence(&net);
     }
     print_coverage_by_kink(&c.params);
+    let claim = smoothness_claim(&net, &input, &c)?;
+    for line in &claim.lines {
+        println!("{line}");
+    }
     if !c.params.kinks_resampled.is_empty() || !c.whole.kinks_resampled.is_empty() {
         println!(
             "kinks met and resampled: {}",
@@ -474,6 +520,8 @@ bisection; each block row shows the joint identity's discrepancy",
             "f64_tolerance": opts.f64_tolerance,
             "whole_net_tie": tie_json(&c.whole, whole_rows),
             "parameter_ties": tie_json(&c.params, loss_rows),
+            "kink_sites": c.params.site_margins.len(),
+            "irrational_ops": claim.irrational,
             "certified": ok,
             "seconds": c.seconds,
         });

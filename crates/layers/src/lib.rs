@@ -6,6 +6,7 @@
 pub mod blocks;
 pub mod blocks_convnext;
 pub mod blocks_mobile;
+pub mod blocks_vit;
 pub mod combinators;
 pub mod droppath;
 pub mod emit;

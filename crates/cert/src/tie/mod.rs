@@ -161,9 +161,16 @@ pub fn certify_layer(layer: &dyn CertLayer, input: &TensorType, opts: &TieOption
 /// can evaluate it): no exp/log/sqrt/rsqrt/tanh/logistic/erf/trig/power, and
 /// none of the special functions or next_after of issue 21.
 pub fn module_is_rational(m: &Module) -> bool {
+    irrational_ops(m).is_empty()
+}
+
+/// The distinct ops of `m` (regions included) that do not map rationals to
+/// rationals, by printed name in first-use order: why exact evidence does
+/// not apply to `m` (none: it does).
+pub fn irrational_ops(m: &Module) -> Vec<&'static str> {
     use ir::{BinaryOp, OpKind, UnaryOp};
-    fn block(b: &ir::Block) -> bool {
-        b.ops.iter().all(|op| {
+    fn block(b: &ir::Block, out: &mut Vec<&'static str>) {
+        for op in &b.ops {
             let ok = match &op.kind {
                 OpKind::Unary(u) => matches!(
                     u,
@@ -192,10 +199,20 @@ pub fn module_is_rational(m: &Module) -> bool {
                 ) => false,
                 _ => true,
             };
-            ok && op.regions.iter().all(block)
-        })
+            let name = op.kind.name();
+            if !ok && !out.contains(&name) {
+                out.push(name);
+            }
+            for r in &op.regions {
+                block(r, out);
+            }
+        }
     }
-    m.funcs.iter().all(|f| block(&f.body))
+    let mut out = Vec::new();
+    for f in &m.funcs {
+        block(&f.body, &mut out);
+    }
+    out
 }
 
 /// One float argument of the forward whose cotangent the backward claims: a

@@ -249,6 +249,7 @@ pub fn catalog() -> Vec<NetSpec> {
     .into_iter()
     .chain(super::mobile::catalog())
     .chain(super::convnext::catalog())
+    .chain(super::vit::catalog())
     .collect()
 }
 
@@ -262,6 +263,9 @@ pub fn by_name(name: &str) -> Option<NetSpec> {
         return Some(n);
     }
     if let Some(n) = super::convnext::by_name(name) {
+        return Some(n);
+    }
+    if let Some(n) = super::vit::by_name(name) {
         return Some(n);
     }
     let (base, rest) = name.split_at(name.find('-')?);

@@ -29,6 +29,7 @@ mod mobile;
 mod named;
 mod nested;
 mod residual;
+mod vit;
 
 pub use block::{at_least, positive_eps, BlockSpec, BuildCtx, FieldError, FIELD_MAX};
 pub use builtin::{by_name, catalog, cifar8, resnet34, resnet34_width, resnet50, resnet50_width};
@@ -49,6 +50,7 @@ pub use mobile::{
 pub use named::{build_chain, validate_list, Layers};
 pub use nested::{ResidualSpec, SequentialSpec};
 pub use residual::{BasicBlockSpec, BottleneckSpec};
+pub use vit::{vit, vit_tiny, VitConfig, VIT_B, VIT_S, VIT_TINY};
 
 /// A batch norm of a net, wherever it sits (top level or inside a block):
 /// its path from the chain's `Saved` (`NetSpec::chain` or `chain_with_loss`:
@@ -111,6 +113,10 @@ layer_kinds! {
     ConvNextBlock(crate::blocks_convnext::ConvNextBlockSpec),
     #[serde(rename = "convnext_downsample")]
     ConvNextDownsample(crate::blocks_convnext::ConvNextDownsampleSpec),
+    /// The Vision Transformer's blocks (`crate::blocks_vit`, `vit`).
+    PatchEmbed(crate::blocks_vit::PatchEmbedSpec),
+    VitBlock(crate::blocks_vit::VitBlockSpec),
+    VitHead(crate::blocks_vit::VitHeadSpec),
     Sequential(SequentialSpec),
     Residual(ResidualSpec),
 }

@@ -1,0 +1,420 @@
+//! The Vision Transformer's blocks (REFERENCE §2.12, §2.13, §4.7) as
+//! CertLayers: the patch embedding with its CLS token and learned positional
+//! embedding (`PatchEmbedSpec`, the leaf `ops::attention::PatchEmbed`), the
+//! pre-norm encoder block (`VitBlockSpec`: `x + MHSA(LN x)`, then
+//! `+ MLP(LN ·)`), and the head (`VitHeadSpec`: final LN → CLS token →
+//! dense), plus the one leaf this family adds, `ClsToken` (token 0 of
+//! `[N,T,D]`). Every block is a `Chain` of certified leaves (row LN, MHSA,
+//! dense over the last axis, GELU-tanh) with its residual adds made by
+//! [`residual`], so its backward map is the composition of certified leaf
+//! backwards; nothing block-specific is hand-written here.
+//!
+//! Layers inside a block are named by role: `attn.norm`, `attn.mhsa`,
+//! `mlp.norm`, `mlp.fc1`, `mlp.act`, `mlp.fc2` (parameters
+//! `blocks.5.attn.mhsa.Wq`, `blocks.5.mlp.fc1.W`); the head's are `norm`,
+//! `cls`, `fc`. Every op is smooth: the family has no kink sites.
+
+use crate::blocks_mobile::LayerSwap;
+use crate::combinators::{Chain, Residual};
+use crate::emit::{Emit, EmitResult};
+use crate::layer::{CertLayer, Grads, LayerError, ParamSpec, Saved, Sites};
+use crate::ops::activation::{Gelu, GeluForm};
+use crate::ops::attention::{MultiHeadSelfAttention, PatchEmbed};
+use crate::ops::dense::Dense;
+use crate::ops::norm::{LayerNorm, LnKind};
+use ir::{FuncBuilder, TensorType, ValueId};
+use serde::{Deserialize, Serialize};
+
+// ---------------------------------------------------------------------------
+// The CLS-token read-out.
+// ---------------------------------------------------------------------------
+
+/// `[N,T,D] → [N,D]`: the CLS token (token 0). Backward: the cotangent lands
+/// on token 0, every other token's is zero. Linear (pure data movement).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ClsToken;
+
+impl CertLayer for ClsToken {
+    fn name(&self) -> String {
+        "cls_token".into()
+    }
+    fn output_type(&self, input: &TensorType) -> Result<TensorType, LayerError> {
+        match input.shape.as_slice() {
+            [n, t, d] if *t >= 1 => Ok(TensorType::f32(vec![*n, *d])),
+            _ => Err(LayerError(format!(
+                "cls_token: expects tokens [N,T,D] with T ≥ 1, got {input}"
+            ))),
+        }
+    }
+    fn forward(
+        &self,
+        fb: &mut FuncBuilder,
+        x: ValueId,
+        _: &[ValueId],
+        _: &mut Sites,
+    ) -> EmitResult<Saved> {
+        let s = fb.shape(x);
+        let (n, d) = (s[0], s[2]);
+        let tok = fb.slice(x, &[0, 0, 0], &[n, 1, d], &[1, 1, 1])?;
+        Ok(Saved::leaf(fb.reshape(tok, &[n, d])?))
+    }
+    fn backward(
+        &self,
+        fb: &mut FuncBuilder,
+        x: ValueId,
+        _: &[ValueId],
+        _: &Saved,
+        dy: ValueId,
+    ) -> EmitResult<Grads> {
+        let s = fb.shape(x);
+        let (n, t, d) = (s[0], s[1], s[2]);
+        let dy3 = fb.reshape(dy, &[n, 1, d])?;
+        // Zero cotangent for tokens 1..T: pad token 0's on the high side.
+        let dx = fb.pad(dy3, &[0, 0, 0], &[0, t - 1, 0], &[0, 0, 0])?;
+        Ok(Grads {
+            dx,
+            dparams: Vec::new(),
+        })
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Blocks.
+// ---------------------------------------------------------------------------
+
+/// A residual sub-layer `x + branch(x)`: the one place a ViT block adds its
+/// skip (stochastic depth scales `branch` here).
+pub fn residual(branch: Chain) -> Box<dyn CertLayer> {
+    Box::new(Residual {
+        body: Box::new(branch),
+    })
+}
+
+/// A built ViT block (embedding, encoder block or head): its body and its
+/// configuration in words. Its `Saved` is the body's own.
+pub struct VitBlock {
+    pub label: String,
+    pub body: Box<dyn CertLayer>,
+}
+
+/// A chain whose layers pass through `swap` as they are pushed (negative
+/// controls replace one named layer; `prefix` makes the name block-wide,
+/// e.g. `attn.mhsa`).
+struct Layers<'a> {
+    chain: Chain,
+    prefix: &'static str,
+    swap: LayerSwap<'a>,
+}
+
+impl Layers<'_> {
+    fn push(&mut self, name: &str, layer: Box<dyn CertLayer>) {
+        let full = if self.prefix.is_empty() {
+            name.to_string()
+        } else {
+            format!("{}.{name}", self.prefix)
+        };
+        let layer = (self.swap)(&full, layer);
+        self.chain.layers.push((name.into(), layer));
+    }
+}
+
+fn check_positive(what: &str, fields: &[(&str, i64)]) -> Result<(), LayerError> {
+    match fields.iter().find(|(_, v)| *v < 1) {
+        Some((name, v)) => Err(LayerError(format!("{what}: {name} must be ≥ 1, got {v}"))),
+        None => Ok(()),
+    }
+}
+
+fn check_eps(what: &str, eps: f64) -> Result<(), LayerError> {
+    if eps > 0.0 && eps.is_finite() {
+        Ok(())
+    } else {
+        Err(LayerError(format!("{what}: eps must be > 0, got {eps}")))
+    }
+}
+
+fn row_ln(dim: i64, eps: f64) -> Box<dyn CertLayer> {
+    Box::new(LayerNorm {
+        dim,
+        eps,
+        kind: LnKind::Row,
+    })
+}
+
+/// The patch embedding: conv `patch`×`patch`/s`patch` (pad 0, with bias) to
+/// `dim`, patches as tokens in row-major order, a learned CLS token
+/// prepended and a learned positional embedding `[T+1, dim]` added
+/// (parameters `W`, `b`, `cls`, `pos`). The image size must be a multiple of
+/// the patch.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PatchEmbedSpec {
+    pub patch: i64,
+    pub dim: i64,
+}
+
+impl PatchEmbedSpec {
+    /// The layer for an NCHW input of type `input` (`[_, C, H, W]`, P | H, P | W).
+    pub fn build(&self, input: &TensorType) -> Result<PatchEmbed, LayerError> {
+        check_positive("patch_embed", &[("patch", self.patch), ("dim", self.dim)])?;
+        let [_, c, h, w] = input.shape[..] else {
+            return Err(LayerError(format!(
+                "patch_embed: expects an NCHW image, got {input}"
+            )));
+        };
+        if h % self.patch != 0 || w % self.patch != 0 {
+            return Err(LayerError(format!(
+                "patch_embed: the image {h}×{w} is not a multiple of the patch {p}×{p}",
+                p = self.patch
+            )));
+        }
+        Ok(PatchEmbed {
+            patch: self.patch,
+            in_ch: c,
+            dim: self.dim,
+        })
+    }
+}
+
+/// The pre-norm encoder block on tokens `[N,T,D]` (D from the input):
+/// `h = x + MHSA(LN₁ x)` (`heads` heads of width D/heads, scale 1/√(D/heads),
+/// Q/K/V/O with biases), then `y = h + fc2(GELU_tanh(fc1(LN₂ h)))` with the
+/// MLP hidden width `mlp`; both LNs over D with ε `eps`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VitBlockSpec {
+    pub heads: i64,
+    pub mlp: i64,
+    pub eps: f64,
+}
+
+impl VitBlockSpec {
+    pub fn build(&self, dim: i64) -> Result<VitBlock, LayerError> {
+        self.build_with(dim, &mut |_, l| l)
+    }
+
+    /// The block with each layer passed through `swap` (by its block-wide
+    /// name, `attn.mhsa`, `mlp.act`, …) as it is built.
+    pub fn build_with(&self, dim: i64, swap: LayerSwap) -> Result<VitBlock, LayerError> {
+        let what = "vit block";
+        check_positive(
+            what,
+            &[("dim", dim), ("heads", self.heads), ("mlp", self.mlp)],
+        )?;
+        if dim % self.heads != 0 {
+            return Err(LayerError(format!(
+                "{what}: D = {dim} is not divisible into {} heads",
+                self.heads
+            )));
+        }
+        check_eps(what, self.eps)?;
+        let mut attn = Layers {
+            chain: Chain::new(),
+            prefix: "attn",
+            swap: &mut *swap,
+        };
+        attn.push("norm", row_ln(dim, self.eps));
+        attn.push(
+            "mhsa",
+            Box::new(MultiHeadSelfAttention {
+                dim,
+                heads: self.heads,
+            }),
+        );
+        let attn = attn.chain;
+        let mut mlp = Layers {
+            chain: Chain::new(),
+            prefix: "mlp",
+            swap: &mut *swap,
+        };
+        mlp.push("norm", row_ln(dim, self.eps));
+        let dense = |in_f, out_f| -> Box<dyn CertLayer> {
+            Box::new(Dense {
+                in_f,
+                out_f,
+                bias: true,
+            })
+        };
+        mlp.push("fc1", dense(dim, self.mlp));
+        mlp.push(
+            "act",
+            Box::new(Gelu {
+                form: GeluForm::Tanh,
+            }),
+        );
+        mlp.push("fc2", dense(self.mlp, dim));
+        let mlp = mlp.chain;
+        let body = Chain {
+            layers: vec![
+                ("attn".into(), residual(attn)),
+                ("mlp".into(), residual(mlp)),
+            ],
+        };
+        Ok(VitBlock {
+            label: format!(
+                "vit block D={dim} heads={} mlp={} ε={:e}",
+                self.heads, self.mlp, self.eps
+            ),
+            body: Box::new(body),
+        })
+    }
+}
+
+/// The head on tokens `[N,T,D]`: LN over D (ε `eps`) → the CLS token →
+/// dense D → `out_f` with bias (layers `norm`, `cls`, `fc`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VitHeadSpec {
+    pub eps: f64,
+    pub out_f: i64,
+}
+
+impl VitHeadSpec {
+    pub fn build(&self, dim: i64) -> Result<VitBlock, LayerError> {
+        self.build_with(dim, &mut |_, l| l)
+    }
+
+    pub fn build_with(&self, dim: i64, swap: LayerSwap) -> Result<VitBlock, LayerError> {
+        let what = "vit head";
+        check_positive(what, &[("dim", dim), ("out_f", self.out_f)])?;
+        check_eps(what, self.eps)?;
+        let mut l = Layers {
+            chain: Chain::new(),
+            prefix: "",
+            swap: &mut *swap,
+        };
+        l.push("norm", row_ln(dim, self.eps));
+        l.push("cls", Box::new(ClsToken));
+        l.push(
+            "fc",
+            Box::new(Dense {
+                in_f: dim,
+                out_f: self.out_f,
+                bias: true,
+            }),
+        );
+        Ok(VitBlock {
+            label: format!(
+                "vit head ln ε={:e} cls dense {dim}→{}",
+                self.eps, self.out_f
+            ),
+            body: Box::new(l.chain),
+        })
+    }
+}
+
+impl CertLayer for VitBlock {
+    fn name(&self) -> String {
+        self.label.clone()
+    }
+    fn output_type(&self, input: &TensorType) -> Result<TensorType, LayerError> {
+        self.body.output_type(input)
+    }
+    fn params(&self, input: &TensorType) -> Vec<ParamSpec> {
+        self.body.params(input)
+    }
+    fn forward(
+        &self,
+        fb: &mut FuncBuilder,
+        x: ValueId,
+        params: &[ValueId],
+        sites: &mut Sites,
+    ) -> EmitResult<Saved> {
+        self.body.forward(fb, x, params, sites)
+    }
+    fn backward(
+        &self,
+        fb: &mut FuncBuilder,
+        x: ValueId,
+        params: &[ValueId],
+        saved: &Saved,
+        dy: ValueId,
+    ) -> EmitResult<Grads> {
+        self.body.backward(fb, x, params, saved, dy)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(b: &dyn CertLayer, input: &[i64]) -> Vec<String> {
+        b.params(&TensorType::f32(input.to_vec()))
+            .into_iter()
+            .map(|p| p.name)
+            .collect()
+    }
+
+    #[test]
+    fn vit_block_names_its_parameters_by_role() {
+        let b = VitBlockSpec {
+            heads: 2,
+            mlp: 16,
+            eps: 1e-5,
+        }
+        .build(8)
+        .unwrap();
+        assert_eq!(
+            names(&b, &[1, 5, 8]),
+            [
+                "attn.norm.gamma",
+                "attn.norm.beta",
+                "attn.mhsa.Wq",
+                "attn.mhsa.bq",
+                "attn.mhsa.Wk",
+                "attn.mhsa.bk",
+                "attn.mhsa.Wv",
+                "attn.mhsa.bv",
+                "attn.mhsa.Wo",
+                "attn.mhsa.bo",
+                "mlp.norm.gamma",
+                "mlp.norm.beta",
+                "mlp.fc1.W",
+                "mlp.fc1.b",
+                "mlp.fc2.W",
+                "mlp.fc2.b",
+            ]
+        );
+        let bad = VitBlockSpec {
+            heads: 3,
+            mlp: 16,
+            eps: 1e-5,
+        };
+        let e = bad.build(8).err().unwrap();
+        assert!(e.0.contains("not divisible into 3 heads"), "{e}");
+        let e = PatchEmbedSpec { patch: 4, dim: 8 }
+            .build(&TensorType::f32(vec![1, 3, 30, 32]))
+            .err()
+            .unwrap();
+        assert!(
+            e.0.contains("30×32 is not a multiple of the patch 4×4"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn swap_sees_block_wide_names() {
+        let mut seen = Vec::new();
+        VitBlockSpec {
+            heads: 1,
+            mlp: 4,
+            eps: 1e-5,
+        }
+        .build_with(2, &mut |name, l| {
+            seen.push(name.to_string());
+            l
+        })
+        .unwrap();
+        assert_eq!(
+            seen,
+            [
+                "attn.norm",
+                "attn.mhsa",
+                "mlp.norm",
+                "mlp.fc1",
+                "mlp.act",
+                "mlp.fc2"
+            ]
+        );
+    }
+}
