@@ -7,9 +7,11 @@
 //! FILE::`). attention_se_ties and norm_pool_ties assert wall-time bounds, so
 //! they live in cert_timed.
 
+mod bound;
 mod combinators;
 mod common;
 mod conv_ties;
+mod convnext_ties;
 mod dp_ties;
 mod eval_drift;
 mod heavy_ball_ties;
@@ -27,3 +29,4 @@ mod stem_pool_drift;
 mod step_ties;
 mod structured_pairs;
 mod tail_ties;
+mod vit_ties;

@@ -5,9 +5,11 @@
 //! so its tests are named `FILE::TEST` (`cargo test -p layers --test
 //! layers_suite FILE::`).
 
+mod convnext_nets;
 mod dp_render;
 mod mobile_nets;
 mod net_file_checks;
 mod net_files;
 mod resnet_step;
 mod trainstep;
+mod vit_nets;
