@@ -1,8 +1,8 @@
 //! Fast kernels for the heavy ops (convolution, dot_general, reductions,
 //! reduce_window, select_and_scatter), generic over [`FastFloat`] (`f32` and
 //! `f64`). Each kernel computes what the generic evaluator computes for that
-//! scalar, only faster; property tests check that (`tests/fast_agreement.rs`
-//! for f32, `tests/fast_f64.rs` for f64 and dual numbers).
+//! scalar, only faster; property tests check that (`tests/den_suite/fast_agreement.rs`
+//! for f32, `tests/den_suite/fast_f64.rs` for f64 and dual numbers).
 //!
 //! Convolution and dot_general run on `matrixmultiply`'s sgemm/dgemm
 //! (convolution via im2col or shifted GEMMs, parallel over examples with rayon),

@@ -27,7 +27,7 @@ use ir::{
 /// `GE` select (the first maximal element in window scan order wins, as the
 /// reference's verified render) and an `add` scatter, same window, stride and
 /// padding as the forward. `PoolBackward::ShiftedSums` emits the same function
-/// without it (bit-identical on the evaluator, `cert/tests/pool_forms.rs`).
+/// without it (bit-identical on the evaluator, `cert/tests/cert_suite/pool_forms.rs`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MaxPool {
     pub window: i64,
