@@ -212,6 +212,12 @@ pub fn render(a: &RenderArgs) -> Result<()> {
             ""
         }
     );
+    if count(SlotKind::DropPath) > 0 {
+        println!(
+            "  drop-path keep inputs: {} (dp0… [B], one per drop-path site, drawn on the host)",
+            count(SlotKind::DropPath)
+        );
+    }
     let scatters = f
         .op_counts()
         .iter()

@@ -145,6 +145,15 @@ fn downsample_and_head_tie_at_n_1_2_3() {
     }
 }
 
+/// The layer-scale op's catalog: bilinear, so its ties are exact; its
+/// control (γ missing from dx) is refuted in dx beside its twin.
+#[test]
+fn layer_scale_ties_exactly_and_its_control_is_refuted() {
+    let cases = layers::ops::scale::catalog();
+    common::certify_all(&cases);
+    assert_eq!(common::check_controls(&cases), 1);
+}
+
 // ------------------------------------------------------------ whole nets
 
 #[test]
@@ -194,6 +203,24 @@ fn adamw_step_every_parameter_ties() {
     eprintln!("{} AdamW step: {:.1}s", net.name, r.seconds);
     assert!(r.certified(), "{:?}", r.verdict);
     assert_eq!(r.blocks.len(), 180);
+}
+
+/// No batch norm: the eval forward is the train forward, layer by layer;
+/// an eval forward whose block drifted (an LN ε) is named.
+#[test]
+fn eval_forward_is_the_train_forward() {
+    let net = control_net();
+    let eval = net.with_every_bn_in(layers::ops::norm::BnWorld::Eval);
+    assert_eq!(eval, net);
+    let r = cert::net::check_eval_drift(&net, &eval, 2).unwrap();
+    assert_eq!(r.bn_layers, 0);
+    assert_eq!(r.identical_layers, net.layers.len());
+    let mut drifted = eval.clone();
+    if let Some(LayerSpec::ConvNextBlock(b)) = drifted.layer_mut("stages.1.blocks.0") {
+        b.eps = 1e-5;
+    }
+    let e = cert::net::check_eval_drift(&net, &drifted, 2).unwrap_err();
+    assert!(e.0.contains("stages.1.blocks.0"), "{e}");
 }
 
 // ------------------------------------------------------------ controls
