@@ -191,6 +191,8 @@ fn evaluation_scores_the_ema_shadow_not_theta() {
     let mut back = Session::from_checkpoint(&s.to_checkpoint(0).unwrap(), "ck").unwrap();
     zero(&mut back.state.params);
     assert_eq!(back.evaluate().unwrap(), acc, "the resumed session's score");
+}
+
 /// Training smoke of ConvNeXt-T (issue 15) at 32² on a fixed batch: 8
 /// examples of the embedded Fashion-MNIST subset (1 channel, padded 28 →
 /// 32), no augmentation, so every update sees the same batch; with
