@@ -56,13 +56,17 @@ class Refutation:
     relative: float | None
     point: str
     detail: str
+    #: Exact evidence: u has integer entries up to 2^20, hence large entries.
+    exact: bool = False
 
     def __str__(self) -> str:
         where = f"{self.name}{list(self.element) if self.element is not None else ''}"
         if self.true is not None and self.claimed is not None:
             rel = f", {self.relative:.2e} × the largest |true| entry" if self.relative is not None else ""
             return (
-                f"input `{where}`: for a random output cotangent u the true VJP entry (Jᵀu) is "
+                f"input `{where}`: for a random output cotangent u"
+                + (" (integer entries up to 2^20: exact arithmetic)" if self.exact else "")
+                + " the true VJP entry (Jᵀu) is "
                 f"{self.true:.6g}, the backward gives {self.claimed:.6g} (off by {self.gap:.3g}{rel}), "
                 f"at {self.point}"
             )
@@ -224,6 +228,7 @@ class VjpReport:
                     point="the given point" if doc.get("given_point") else "a seeded random point",
                     detail=detail.get("detail", ""),
                 )
+            refutation.exact = doc["evidence"] == "exact"
         elif doc["verdict"] == "undecided":
             reason = detail.get("reason")
         by_arg = {row["arg"]: row for row in doc["inputs"]}
