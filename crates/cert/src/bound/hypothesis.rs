@@ -1,5 +1,6 @@
 //! The accuracy hypotheses of the transcendental functions: IEEE 754 fixes
-//! + − × ÷ √ (correctly rounded) but not exp, log, rsqrt, tanh or logistic,
+//! the basic operations (add, subtract, multiply, divide, square root:
+//! correctly rounded) but not exp, log, rsqrt, tanh or logistic,
 //! so the analysis assumes that an f32 implementation's result is within
 //! the stated number of ulps of the real function at its (computed) argument.
 //! Each constant is the measured worst case over a dense sample of f32
