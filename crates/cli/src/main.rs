@@ -191,7 +191,7 @@ enum Command {
     Eval(train::EvalArgs),
     /// Evaluate a function of a StableHLO file on .npy inputs; write its outputs as .npy.
     Run(RunArgs),
-    /// A rigorous bound on the f32 rounding error of a net's step (or any function) at a point, for any IEEE evaluation in any summation order, and the mask-flip-free decision. Exit status: 0 flip-free, 1 a decision could flip, 3 a measured value escaped its bound.
+    /// A rigorous bound on the f32 rounding error of a net's step (or any function) at a point, for any IEEE evaluation in any summation order, and the mask-flip-free decision. Exit status: 0 rigorous (no compare/select_and_scatter can flip), 1 one could (the bounds then assume the exact branches), 2 usage, 3 a measured value escaped a rigorous bound.
     Bound(bound::BoundArgs),
 }
 

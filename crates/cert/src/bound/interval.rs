@@ -129,6 +129,9 @@ impl Iv {
     }
 
     pub fn mul(&self, o: &Iv) -> Iv {
+        if *self == Iv::point(0.0) || *o == Iv::point(0.0) {
+            return Iv::point(0.0); // an exact zero factor
+        }
         let c = [
             emul(self.lo, o.lo),
             emul(self.lo, o.hi),

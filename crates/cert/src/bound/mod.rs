@@ -103,6 +103,17 @@ impl DecisionSite {
     pub fn flip_free(&self) -> bool {
         self.ratio > 1.0
     }
+
+    /// Whether the op's outcome is used discretely (a compare's i1 feeds a
+    /// select; select_and_scatter routes by its choice). maximum/minimum and
+    /// max reductions/pools are 1-Lipschitz: their bounds hold through a
+    /// flip, so only these decisions condition the bounds.
+    pub fn discrete(&self) -> bool {
+        matches!(
+            self.op,
+            "stablehlo.compare" | "stablehlo.select_and_scatter" | "stablehlo.sort"
+        )
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -123,6 +134,24 @@ impl BoundReport {
     /// the exact one takes at this point.
     pub fn flip_free(&self) -> bool {
         self.decisions.iter().all(DecisionSite::flip_free)
+    }
+
+    /// The bounds are rigorous: every discretely used decision is
+    /// flip-free, so the f32 evaluation routes values as the exact one does
+    /// (otherwise they hold only for evaluations taking the exact branches).
+    pub fn rigorous(&self) -> bool {
+        self.decisions
+            .iter()
+            .filter(|d| d.discrete())
+            .all(DecisionSite::flip_free)
+    }
+
+    /// The discretely used decision op with the smallest ratio.
+    pub fn weakest_discrete(&self) -> Option<&DecisionSite> {
+        self.decisions
+            .iter()
+            .filter(|d| d.discrete())
+            .min_by(|a, b| a.ratio.total_cmp(&b.ratio))
     }
 
     /// The decision op with the smallest ratio.

@@ -552,7 +552,10 @@ impl<M: Model> Scalar for Bnd<M> {
                 0.0
             };
         }
-        super::interval::down(margin / e)
+        if margin == 0.0 {
+            return 0.0;
+        }
+        super::interval::down(margin / e).max(0.0)
     }
 
     fn sign(&self) -> Self {
