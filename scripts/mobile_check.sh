@@ -11,8 +11,10 @@
 #     (scripts/step_inputs.py) through `certgrad run --engine native`,
 #     `--engine pjrt` (XLA's CPU compiler through the PJRT plugin) and
 #     `--engine iree` (iree-compile on the text UNCHANGED, fresh cache, then
-#     iree-run-module); every output of PJRT and IREE is compared with native
-#     norm-wise (threshold 1e-4, scripts/step_inputs.py `compare`), and each
+#     iree-run-module); the outputs of PJRT and IREE are compared with native
+#     norm-wise (threshold 1e-4, scripts/step_inputs.py `compare`; every
+#     output at a point ≥ 1e-5 from every kink, else the loss and BN
+#     statistics at ≥ 2e-6), and each
 #     engine's compile ("prepared in") time is printed.
 # Why 64² at batch 4 and not 32² at batch 2: at 32² the last stages are 1×1,
 # so batch-stat BN normalises 2 values per channel; variances there reach
@@ -87,7 +89,19 @@ engine_step() {
     local net=$1 opt=$2 d="$WORK/$1-$2"
     mkdir -p "$d"
     cp "$WORK/$net-$opt.mlir" "$d/step.mlir"
-    "$PY" "$ROOT/scripts/step_inputs.py" "$d/step.mlir" "$d" "$BIN" --min-margin 1e-5
+    # Every output is gated at a point whose decisions all lie ≥ 1e-5 from
+    # their kinks; where 8 seeds hold none (the ReLU6 nets at 64², N=4 have
+    # ~10^6 decisions), at ≥ 2e-6 only the loss and BN statistics are gated,
+    # as engines_check.sh does at batch 32 (a flipped decision moves the
+    # gradients by a subgradient, not by rounding).
+    local gate=True
+    if ! "$PY" "$ROOT/scripts/step_inputs.py" "$d/step.mlir" "$d" "$BIN" --min-margin 1e-5 --tries 8; then
+        gate=False
+        if ! "$PY" "$ROOT/scripts/step_inputs.py" "$d/step.mlir" "$d" "$BIN" --min-margin 2e-6 --tries 8; then
+            fail "$net $opt: no smooth point for the comparison"
+            return
+        fi
+    fi
     local engines=(native)
     [[ $HAVE_PJRT -eq 1 ]] && engines+=(pjrt)
     [[ $HAVE_IREE -eq 1 ]] && engines+=(iree)
@@ -107,17 +121,17 @@ engine_step() {
     done
     for ENGINE in pjrt iree; do
         [[ -d "$d/out_$ENGINE" && -d "$d/out_native" ]] || continue
-        if "$PY" - "$d" "$ENGINE" "$net $opt $ENGINE vs native" "$ROOT/scripts" <<'PY'; then
+        if "$PY" - "$d" "$ENGINE" "$net $opt $ENGINE vs native" "$ROOT/scripts" "$gate" <<'PY'; then
 import glob, os, sys
 import numpy as np
-d, engine, label, scripts = sys.argv[1:]
+d, engine, label, scripts, gate = sys.argv[1:]
 sys.path.insert(0, scripts)
 from step_inputs import compare, gradient_outputs, layout
 n = len(glob.glob(os.path.join(d, "out_native", "out_*.npy")))
 load = lambda e: [np.load(os.path.join(d, f"out_{e}", f"out_{k}.npy")) for k in range(n)]
 text = open(os.path.join(d, "step.mlir")).read()
 regions = [r + "'" for r in layout(text)[1]]
-passed, failed = compare(load("native"), load(engine), gradient_outputs(text), True, label, regions=regions)
+passed, failed = compare(load("native"), load(engine), gradient_outputs(text), gate == "True", label, regions=regions)
 sys.exit(1 if failed else 0)
 PY
             pass

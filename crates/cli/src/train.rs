@@ -376,35 +376,32 @@ fn check_resumed_recipe(
         )
     };
     let show = |o: Option<String>, none: &str| o.unwrap_or_else(|| none.to_string());
-    if given.clip.is_some() && given.clip != stored.clip {
-        let c = show(stored.clip.map(|c| format!("--clip {c}")), "no clipping");
-        return Err(differs(&format!("--clip {}", given.clip.unwrap()), c));
+    if let Some(c) = given.clip.filter(|c| Some(*c) != stored.clip) {
+        let theirs = show(stored.clip.map(|c| format!("--clip {c}")), "no clipping");
+        return Err(differs(&format!("--clip {c}"), theirs));
     }
-    if given.ema.is_some() && given.ema != stored.ema {
-        let e = show(stored.ema.map(|d| format!("--ema {d}")), "no EMA");
-        return Err(differs(&format!("--ema {}", given.ema.unwrap()), e));
+    if let Some(d) = given.ema.filter(|d| Some(*d) != stored.ema) {
+        let theirs = show(stored.ema.map(|d| format!("--ema {d}")), "no EMA");
+        return Err(differs(&format!("--ema {d}"), theirs));
     }
     if let Some(g) = &given.wd_exclude {
         if stored.wd_exclude.as_deref() != Some(g.as_str()) {
-            let w = show(
+            let theirs = show(
                 stored
                     .wd_exclude
                     .as_ref()
                     .map(|w| format!("--wd-exclude {w}")),
                 "no --wd-exclude",
             );
-            return Err(differs(&format!("--wd-exclude {g}"), w));
+            return Err(differs(&format!("--wd-exclude {g}"), theirs));
         }
     }
-    if given.accumulate.is_some() && given.accumulate != stored.accumulate {
-        let k = show(
+    if let Some(k) = given.accumulate.filter(|k| Some(*k) != stored.accumulate) {
+        let theirs = show(
             stored.accumulate.map(|k| format!("--accumulate {k}")),
             "no accumulation",
         );
-        return Err(differs(
-            &format!("--accumulate {}", given.accumulate.unwrap()),
-            k,
-        ));
+        return Err(differs(&format!("--accumulate {k}"), theirs));
     }
     let stored_loss = stored.loss.as_deref().unwrap_or("ce");
     if given.loss != "ce" && given.loss != stored_loss {
@@ -413,15 +410,15 @@ fn check_resumed_recipe(
             format!("--loss {stored_loss}"),
         ));
     }
-    if given.weight_decay.is_some() && given.weight_decay != stored.weight_decay {
-        let w = show(
+    if let Some(w) = given
+        .weight_decay
+        .filter(|w| Some(*w) != stored.weight_decay)
+    {
+        let theirs = show(
             stored.weight_decay.map(|w| format!("--weight-decay {w}")),
             "the tail's default weight decay",
         );
-        return Err(differs(
-            &format!("--weight-decay {}", given.weight_decay.unwrap()),
-            w,
-        ));
+        return Err(differs(&format!("--weight-decay {w}"), theirs));
     }
     Ok(())
 }

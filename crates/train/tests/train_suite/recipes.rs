@@ -172,7 +172,7 @@ fn evaluation_scores_the_ema_shadow_not_theta() {
         ..Default::default()
     };
     let mut s = session("evalema", "adamw", 1e-2, recipe);
-    let out = temp_dir("evalema").join("run");
+    let out = temp_dir("evalema-run").join("run");
     run(&mut s, &out, None, quiet()).unwrap();
     let acc = s.evaluate().unwrap();
     assert!(acc > 0.25, "the shadow learned nothing: {acc}");
