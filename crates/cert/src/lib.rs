@@ -5,6 +5,7 @@
 pub mod dp;
 pub mod net;
 pub mod pair;
+pub mod probe;
 pub mod step;
 pub mod tie;
 
