@@ -6,6 +6,7 @@ pub mod bound;
 pub mod dp;
 pub mod net;
 pub mod pair;
+pub mod probe;
 pub mod step;
 pub mod tie;
 

@@ -4,6 +4,7 @@
 //! train/eval drift guard over the emitted forward functions (the eval forward
 //! differs from the train forward only inside its batch norms).
 
+use crate::probe::{abs_dot, dot, fill_normals, normals};
 use crate::tie::{
     add_outcomes, BlockResult, Evidence, MarginReport, SiteCoverage, SiteMargin, TieOptions,
     TieReport, Verdict,
@@ -106,18 +107,6 @@ struct JointBlock {
     init: Init,
     /// The input: multiplied by the point's scale.
     scaled: bool,
-}
-
-fn normals(rng: &mut Rng, n: usize) -> Vec<f64> {
-    (0..n).map(|_| rng.normal()).collect()
-}
-
-fn dot(a: &[f64], b: &[f64]) -> f64 {
-    a.iter().zip(b).map(|(x, y)| x * y).sum()
-}
-
-fn abs_dot(a: &[f64], b: &[f64]) -> f64 {
-    a.iter().zip(b).map(|(x, y)| (x * y).abs()).sum()
 }
 
 fn f64_values(point: &[Tensor<f64>]) -> Vec<Value<f64>> {
@@ -254,20 +243,19 @@ fn joint_run(
             .map(|b| {
                 let n: usize = b.shape.iter().product();
                 let s = if b.scaled { scale } else { 1.0 };
-                let data = (0..n)
-                    .map(|_| {
-                        let z = rng.normal();
-                        s * match b.init {
-                            Init::Zeros => 0.1 * z,
-                            Init::Ones => 1.0 + 0.25 * z,
-                            Init::HeNormal { fan_in } => z * (2.0 / fan_in.max(1) as f64).sqrt(),
-                            Init::Normal { std } => z * std,
-                            // A constant init (1e-6) would be a degenerate point: draw around
-                            // it at the scale of the ones-initialised parameters instead.
-                            Init::Const { value } => value + 0.25 * z,
-                        }
-                    })
-                    .collect();
+                let mut data = vec![0.0; n];
+                let init = &b.init;
+                fill_normals(&mut rng, &mut data, |z| {
+                    s * match *init {
+                        Init::Zeros => 0.1 * z,
+                        Init::Ones => 1.0 + 0.25 * z,
+                        Init::HeNormal { fan_in } => z * (2.0 / fan_in.max(1) as f64).sqrt(),
+                        Init::Normal { std } => z * std,
+                        // A constant init (1e-6) would be a degenerate point: draw around
+                        // it at the scale of the ones-initialised parameters instead.
+                        Init::Const { value } => value + 0.25 * z,
+                    }
+                });
                 Tensor::new(b.shape.clone(), data)
             })
             .collect();
@@ -393,10 +381,8 @@ fn joint_run(
     Ok(())
 }
 
-/// Find the block a failed joint identity comes from: halve the candidate
-/// set, re-run the forward with tangents on one half only, and follow the half
-/// whose own identity fails (the other half's is the difference, by
-/// linearity of J·v in v).
+/// Find the block a failed joint identity comes from (`probe::bisect`, each
+/// restricted identity one more dual forward).
 fn bisect(
     module: &ir::Module,
     point: &[Tensor<f64>],
@@ -419,25 +405,9 @@ fn bisect(
             + (dot(u, u) * v2).sqrt();
         Ok((dot(u, &jv.data), rhs, terms))
     };
-    let mut set: Vec<usize> = (0..blocks.len()).collect();
-    let (mut lhs, mut rhs, mut terms) = restricted(&set)?;
-    while set.len() > 1 {
-        let right = set.split_off(set.len() / 2);
-        let (l1, r1, t1) = restricted(&set)?;
-        let (l2, r2) = (lhs - l1, rhs - r1);
-        let bad1 = (l1 - r1).abs() > tol * t1;
-        // Bigger relative gap wins when both halves exceed the tolerance.
-        let rel1 = (l1 - r1).abs() / t1.max(f64::MIN_POSITIVE);
-        let rel2 = (l2 - r2).abs() / terms.max(f64::MIN_POSITIVE);
-        if bad1 && rel1 >= rel2 {
-            (lhs, rhs, terms) = (l1, r1, t1);
-        } else {
-            set = right;
-            let (l, r, t) = restricted(&set)?;
-            (lhs, rhs, terms) = (l, r, t);
-        }
-    }
-    let b = set[0];
+    let all: Vec<usize> = (0..blocks.len()).collect();
+    let whole = restricted(&all)?;
+    let (b, (lhs, rhs, terms)) = crate::probe::bisect(blocks.len(), whole, tol, restricted)?;
     Ok((
         blocks[b].name.clone(),
         format!(

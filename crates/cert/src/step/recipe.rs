@@ -141,10 +141,8 @@ fn phase(
         point[i].data = th.iter().map(|x| x + 0.01 * rng.normal()).collect();
     }
 
-    let eval_opts = EvalOptions {
-        fast: false,
-        ..Default::default()
-    };
+    // f64 on the fast kernels (f64 never rounds; only sum orders differ).
+    let eval_opts = EvalOptions::default();
     let outs: Vec<Tensor<f64>> =
         eval_func::<f64>(step, &sig.func, super::as_values(&point), &eval_opts)
             .map_err(|e| format!("evaluating the step: {e}"))?
@@ -243,7 +241,19 @@ fn phase(
     // 2. The oracle: the recipe's loss forward (without any fault).
     let chain = step_chain(net, &clean).map_err(|e| e.to_string())?;
     let oracle = LossOracle::new(&chain, net, batch, &point, &sig, n)?;
-    let (loss, _, margins) = oracle.jvp(None, true)?;
+    // Joint probes (v on every block at once); a fitted clip factor needs a
+    // second probe to be checked at all.
+    let fitted = recipe.clip.is_some() && recipe.accumulate.is_none();
+    let k = if fitted {
+        opts.probes.max(2)
+    } else {
+        opts.probes
+    };
+    let shapes: Vec<Vec<usize>> = tys.iter().map(shape).collect();
+    let probes = super::draw_probes(rng, &shapes, k);
+    let none = vec![None; n];
+    let first = probes.first().map_or(none, |v| super::tangents(v));
+    let (loss, first_dl, margins) = oracle.jvp(&first, true)?;
     if let Some(m) = margins.iter().find(|m| m.ties > 0) {
         return Err(format!(
             "the point sits on a kink ({} #{}, margin 0)",
@@ -262,49 +272,20 @@ fn phase(
         });
     }
 
-    // 3. Tie each gradient block to the oracle; under clip without
+    // 3. Tie every gradient block to the oracle at once; under clip without
     // accumulation, up to the one fitted factor f.
-    let mut probes = Vec::new();
-    for (b, g) in grads.iter().enumerate() {
-        for _ in 0..opts.probes {
-            let sh = shape(&tys[b]);
-            let v = Tensor::new(sh, (0..g.len()).map(|_| rng.normal()).collect());
-            let (_, dl, _) = oracle.jvp(Some((b, &v)), false)?;
-            let claimed: f64 = g.iter().zip(&v.data).map(|(a, b)| a * b).sum();
-            let terms: f64 = g.iter().zip(&v.data).map(|(a, b)| (a * b).abs()).sum();
-            let norm_v = v.data.iter().map(|x| x * x).sum::<f64>().sqrt();
-            probes.push((b, claimed, dl, terms, norm_v));
-        }
-    }
-    let fitted = recipe.clip.is_some() && recipe.accumulate.is_none();
-    let factor = if fitted {
-        let num: f64 = probes.iter().map(|p| p.1 * p.2).sum();
-        let den: f64 = probes.iter().map(|p| p.2 * p.2).sum();
-        num / den
-    } else {
-        1.0
-    };
-    for &(b, claimed, dl, terms, norm_v) in &probes {
-        let scale = terms + factor * dl.abs() + norm_v;
-        let gap = (claimed - factor * dl).abs() / scale;
-        report.blocks.push(super::BlockTie {
-            param: names[b].clone(),
-            claimed,
-            oracle: factor * dl,
-            relative_gap: gap,
-        });
-        if !within(gap, opts.gradient_tolerance) {
-            return Ok(Verdict::Refuted {
-                block: format!("d{}", names[b]),
-                detail: format!(
-                    "⟨g, v⟩ = {claimed:.12e} from the step, {}∂L·v = {:.12e} from the standalone forward (ratio {:.6}, scaled gap {gap:.2e} > {:.0e})",
-                    if fitted { "f·" } else { "" },
-                    factor * dl,
-                    claimed / (factor * dl),
-                    opts.gradient_tolerance
-                ),
-            });
-        }
+    let (verdict, factor) = super::joint_gradient_tie(
+        &oracle,
+        &grads,
+        &names,
+        &probes,
+        first_dl,
+        fitted,
+        opts.gradient_tolerance,
+        report,
+    )?;
+    if verdict != Verdict::Certified {
+        return Ok(verdict);
     }
     if let (true, Some(c)) = (fitted, recipe.clip) {
         // ĝ = f·g: the formula's factor at ‖g‖ = ‖ĝ‖/f.

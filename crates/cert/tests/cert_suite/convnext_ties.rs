@@ -13,12 +13,12 @@
 //! The 224², N = 2 tie is measured with the release binary (`certgrad
 //! certify convnext-t --batch 2`).
 
-
+use crate::common;
+use crate::common::refuted_in;
 use cert::net::{certify_net, joint_tie, net_tie_options};
 use cert::step::{certify_recipe_step, certify_train_step, StepTieOptions};
 use cert::tie::Evidence;
 use cert::{certify_layer, TieOptions, TieReport};
-use crate::common::refuted_in;
 use ir::{FuncBuilder, TensorType};
 use layers::blocks_convnext::{
     ConvNextBlock, ConvNextBlockSpec, ConvNextDownsampleSpec, ConvNextStemSpec, MlpActivation,

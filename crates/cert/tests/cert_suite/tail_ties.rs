@@ -145,10 +145,15 @@ fn every_reference_recipe_certifies_on_every_bn_world() {
         for (opt, recipe) in reference_recipes() {
             let r = certify(&net, &opts(opt, recipe));
             assert_certified(&r);
-            // One probe per parameter tensor, per point (two points, a
-            // cycle's first and last micro-batch, under accumulation).
+            // One row per parameter tensor per joint probe, per point (two
+            // points, a cycle's first and last micro-batch, under
+            // accumulation); a fitted clip factor takes two probes.
             let points = 1 + recipe.accumulate.is_some() as usize;
-            assert_eq!(r.blocks.len(), (4 + 2 * bn.is_some() as usize) * points);
+            let probes = 1 + (recipe.clip.is_some() && recipe.accumulate.is_none()) as usize;
+            assert_eq!(
+                r.blocks.len(),
+                (4 + 2 * bn.is_some() as usize) * points * probes
+            );
         }
     }
 }

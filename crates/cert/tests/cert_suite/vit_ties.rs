@@ -12,11 +12,10 @@
 //! The 224², N = 2 tie is measured with the release binary (`certgrad
 //! certify vit-tiny --batch 2`) and is `#[ignore]`d here.
 
-
+use crate::common::refuted_in;
 use cert::net::{certify_net, joint_tie, net_tie_options};
 use cert::step::{certify_train_step, StepTieOptions};
 use cert::{certify_layer, Evidence, TieOptions, TieReport};
-use crate::common::refuted_in;
 use ir::{FuncBuilder, TensorType, UnaryOp, ValueId};
 use layers::blocks_mobile::LayerSwap;
 use layers::blocks_vit::{ClsToken, PatchEmbedSpec, VitBlockSpec, VitHeadSpec};
