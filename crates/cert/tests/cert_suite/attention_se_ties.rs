@@ -50,9 +50,8 @@ fn catalog_is_certified_at_expected_evidence() {
     }
     let total = t0.elapsed().as_secs_f64();
     eprintln!("attention/SE catalog: {} cases in {total:.3}s", cases.len());
-    // This share of the whole `--all-ops` catalog's 60 s budget (2 cores); it
-    // measures ~1.8 s, so the bound only trips on a real regression.
-    assert!(total < 15.0, "attention/SE catalog took {total:.1}s");
+    // Time is reported, not asserted: speed is a benchmark's business
+    // (`certgrad certify --all-ops`), never a timed test's.
     assert_eq!(check_controls(&cases), 7);
 }
 
