@@ -459,10 +459,12 @@ bisection; each block row shows the joint identity's discrepancy",
     let loss_rows = block_rows("loss", &c.params);
     println!();
     println!("smooth-point hypothesis at the certified point(s) (every kink site of the forward):");
-    println!(
-        "{:<32} {:<24} {:>11} {:>9} {:>10}",
-        "site", "op", "min margin", "at", "decisions"
-    );
+    if !c.params.site_margins.is_empty() {
+        println!(
+            "{:<32} {:<24} {:>11} {:>9} {:>10}",
+            "site", "op", "min margin", "at", "decisions"
+        );
+    }
     // The loss chain's forward contains the logits forward: its sites are all of them.
     for s in &c.params.site_margins {
         println!(

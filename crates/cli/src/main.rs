@@ -31,9 +31,10 @@ reference semantics generic over the scalar type, and runs it on a fast f32 CPU 
 struct Cli {
     #[command(subcommand)]
     command: Command,
-    /// The most bytes one tensor may take (e.g. 8G, 512M; powers of 1024);
-    /// larger ones are refused before allocating, naming the op. Default:
-    /// $CERTGRAD_MAX_BYTES, else 16G.
+    /// The most bytes one tensor may take, and one evaluation may hold live
+    /// at once (e.g. 8G, 512M; powers of 1024); more is refused before
+    /// allocating, naming the op. Default: $CERTGRAD_MAX_BYTES, else 16G per
+    /// tensor and the machine's physical memory in all.
     #[arg(long, global = true, value_name = "BYTES")]
     max_memory: Option<String>,
 }
@@ -97,8 +98,9 @@ enum Command {
         /// A built-in net (e.g. cifar8-bbn, see `certgrad nets`) or a .toml/.json net file.
         net: String,
         /// Optimizer tail: sgd, nesterov, adamw, momentum (heavy-ball, coupled L2),
-        /// rmsprop (TF form) or lamb; formulas below.
-        #[arg(long, default_value = "adamw")]
+        /// rmsprop (TF form) or lamb; formulas below. Not with --eval (the eval
+        /// forward has no optimizer).
+        #[arg(long, default_value = "adamw", conflicts_with = "eval")]
         optimizer: String,
         #[command(flatten)]
         recipe: Box<render::RecipeArgs>,
@@ -115,7 +117,8 @@ enum Command {
         #[arg(long)]
         eval: bool,
         /// Max-pool backward form: select-and-scatter or shifted-sums (IREE).
-        #[arg(long, default_value = "select-and-scatter")]
+        /// Not with --eval (the eval forward has no backward).
+        #[arg(long, default_value = "select-and-scatter", conflicts_with = "eval")]
         pool_backward: String,
         /// Output .mlir file.
         #[arg(short, long)]

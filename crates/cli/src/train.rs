@@ -79,6 +79,10 @@ pub struct TrainArgs {
     /// Continue the run in --out from its checkpoint (its stored config wins).
     #[arg(long)]
     pub resume: bool,
+    /// With --resume: load a checkpoint that has no checksum (written before
+    /// certgrad checked checkpoints, or damaged) instead of refusing it.
+    #[arg(long, requires = "resume")]
+    pub allow_unverified_checkpoint: bool,
     /// bf16 conv/dot operands with f32 accumulation.
     #[arg(long)]
     pub bf16: bool,
@@ -132,6 +136,9 @@ pub struct EvalArgs {
     pub run_dir: PathBuf,
     #[command(flatten)]
     pub engine: EngineArgs,
+    /// Load a checkpoint that has no checksum instead of refusing it.
+    #[arg(long)]
+    pub allow_unverified_checkpoint: bool,
 }
 
 fn verdict_line(r: &cert::step::StepTieReport) -> String {
@@ -157,6 +164,7 @@ fn verdict_line(r: &cert::step::StepTieReport) -> String {
 }
 
 pub fn train(a: &TrainArgs) -> Result<()> {
+    train::checkpoint::set_allow_unverified(a.allow_unverified_checkpoint);
     let opt = layers::trainstep::Optimizer::parse(&a.optimizer).ok_or_else(|| {
         anyhow::anyhow!(
             "--optimizer {}: expected one of {}",
@@ -505,6 +513,7 @@ fn normwise(a: &[Vec<f32>], b: &[Vec<f32>]) -> f64 {
 }
 
 pub fn eval(a: &EvalArgs) -> Result<()> {
+    train::checkpoint::set_allow_unverified(a.allow_unverified_checkpoint);
     let (mut s, _) = session::resume_with(&a.run_dir, a.engine.options()?)?;
     let acc = s.evaluate()?;
     println!(

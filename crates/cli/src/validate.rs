@@ -28,7 +28,7 @@ pub fn quiet_broken_pipe() {
     }
 }
 
-/// Sets the per-tensor memory limit from `--max-memory`, else from
+/// Sets the memory limits (per tensor and total) from `--max-memory`, else from
 /// `CERTGRAD_MAX_BYTES`; an unreadable value is an error here, not a warning.
 pub fn memory_limit(flag: Option<&str>) -> Result<()> {
     let bytes = match flag {

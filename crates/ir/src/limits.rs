@@ -1,5 +1,6 @@
-//! The memory limit: how large one tensor may be before an evaluator
-//! allocates it, and the walk that checks every value of a module against it.
+//! The memory limits: how large one tensor may be, and how many bytes one
+//! evaluation may hold live at once, before an evaluator allocates anything;
+//! and the walks that check a module against them.
 //!
 //! Owns [`max_bytes`] / [`set_max_bytes`] (process-wide; initialised from
 //! `CERTGRAD_MAX_BYTES`, else [`DEFAULT_MAX_BYTES`]), [`parse_byte_size`]
@@ -9,8 +10,16 @@
 //! not fit in `usize` at all, is refused naming the op, its source line and
 //! column, the type and the size — instead of a "capacity overflow" panic or
 //! an allocation abort deep inside a kernel.
+//!
+//! The total limit ([`max_total_bytes`]) bounds the peak of the bytes live at
+//! once when a function runs in program order with every value freed after
+//! its last use — what den's evaluator and exec's plans hold. Many tensors
+//! each under the per-tensor limit can still add up past the machine's
+//! memory; that is refused the same way, naming the op where the peak falls.
+//! Its default is the machine's physical memory; an explicit `--max-memory`
+//! (or `CERTGRAD_MAX_BYTES`) sets both limits.
 
-use crate::module::{Block, Module, SrcLoc};
+use crate::module::{Block, Module, Op, SrcLoc, ValueId};
 use crate::types::TensorType;
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -46,9 +55,44 @@ pub fn max_bytes() -> u64 {
     v
 }
 
-/// Sets the per-tensor limit for the rest of the process (0 is taken as 1).
+/// Sets the per-tensor limit and the total limit for the rest of the
+/// process (0 is taken as 1).
 pub fn set_max_bytes(bytes: u64) {
     MAX_BYTES.store(bytes.max(1), Ordering::Relaxed);
+    MAX_TOTAL_BYTES.store(bytes.max(1), Ordering::Relaxed);
+}
+
+/// 0 = not initialised yet.
+static MAX_TOTAL_BYTES: AtomicU64 = AtomicU64::new(0);
+
+/// The limit on the bytes one evaluation holds live at once: the value given
+/// to [`set_max_bytes`] or `CERTGRAD_MAX_BYTES` when either was given, else
+/// the machine's physical memory (no limit where that cannot be read).
+pub fn max_total_bytes() -> u64 {
+    let v = MAX_TOTAL_BYTES.load(Ordering::Relaxed);
+    if v != 0 {
+        return v;
+    }
+    let v = match limit_from_env() {
+        Ok(Some(v)) => v,
+        _ => physical_memory().unwrap_or(u64::MAX),
+    };
+    MAX_TOTAL_BYTES.store(v, Ordering::Relaxed);
+    v
+}
+
+/// `MemTotal` of `/proc/meminfo`, in bytes.
+fn physical_memory() -> Option<u64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = info.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let kib: u64 = line
+        .trim_start_matches("MemTotal:")
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    kib.checked_mul(1024)
 }
 
 /// `CERTGRAD_MAX_BYTES` parsed: `None` when unset.
@@ -121,9 +165,19 @@ pub fn human_bytes(b: u128) -> String {
     format!("{b} bytes")
 }
 
-/// A tensor over the limit: where, what, how large.
+/// Which limit a [`SizeError`] is about.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SizeKind {
+    /// One tensor over the per-tensor limit (or over what `usize` can count).
+    Tensor,
+    /// The bytes live at once, at this op, over the total limit.
+    PeakLive,
+}
+
+/// A tensor, or the live set at one op, over its limit: where, what, how large.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SizeError {
+    pub kind: SizeKind,
     pub func: String,
     /// The op defining the value (`func.func` for a parameter).
     pub op: &'static str,
@@ -138,6 +192,18 @@ pub struct SizeError {
 impl SizeError {
     /// What is wrong, without the place: the type, its size and the limit.
     pub fn what(&self) -> String {
+        if self.kind == SizeKind::PeakLive {
+            return format!(
+                "{} are live at once here (the peak of @{} run in program order, every \
+                 value freed after its last use; this op makes {}), over the total memory \
+                 limit of {} (the machine's memory by default; raise it with --max-memory \
+                 or {ENV_VAR})",
+                human_bytes(self.bytes),
+                self.func,
+                self.ty,
+                human_bytes(u128::from(self.limit))
+            );
+        }
         let head = format!(
             "{} needs {} ({} elements)",
             self.ty,
@@ -173,7 +239,8 @@ impl std::error::Error for SizeError {}
 /// element when given (an evaluator's scalar size), else the IR element size
 /// — whichever is larger. The first value over the limit is reported.
 pub fn check_module(m: &Module, bytes_per_elem: Option<usize>) -> Result<(), Box<SizeError>> {
-    check_module_with(m, bytes_per_elem, max_bytes())
+    check_module_with(m, bytes_per_elem, max_bytes())?;
+    check_peak_with(m, bytes_per_elem, max_total_bytes())
 }
 
 /// [`check_module`] against an explicit `limit`.
@@ -187,6 +254,7 @@ pub fn check_module_with(
         let (elements, bytes) = tensor_bytes(ty, per.max(elem_bytes(ty)));
         if bytes > u128::from(limit) || bytes > usize::MAX as u128 {
             return Err(Box::new(SizeError {
+                kind: SizeKind::Tensor,
                 func: func.to_string(),
                 op,
                 loc: loc.0,
@@ -221,6 +289,172 @@ pub fn check_module_with(
         walk(&f.body, &f.name, &check)?;
     }
     Ok(())
+}
+
+/// The peak of one function's live bytes: where it falls and how large.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PeakLive {
+    pub bytes: u128,
+    /// The op whose results (and whose regions' or callee's temporaries)
+    /// make the peak; `func.func` when the parameters alone do.
+    pub op: &'static str,
+    pub loc: SrcLoc,
+    /// The op's first result type (the first parameter's for `func.func`).
+    pub ty: Option<TensorType>,
+}
+
+/// The bytes live at once while `func` runs in program order, each value
+/// freed after its last use (uses inside an op's regions count as the op's),
+/// parameters live throughout, a region's or callee's own peak added at the
+/// op that runs it. `None` when `func` is not in `m`. Never panics on an
+/// unverified module: a value it cannot place counts as zero bytes.
+pub fn peak_live_bytes(m: &Module, func: &str, bytes_per_elem: Option<usize>) -> Option<PeakLive> {
+    let per = bytes_per_elem.map_or(0, |b| b as u64);
+    let f = m.func(func)?;
+    let mut walk = PeakWalk {
+        m,
+        per,
+        callees: std::collections::HashMap::new(),
+        depth: 0,
+    };
+    Some(walk.block(&f.body, true))
+}
+
+/// Refuses a function of `m` whose [`peak_live_bytes`] exceed `limit`.
+pub fn check_peak_with(
+    m: &Module,
+    bytes_per_elem: Option<usize>,
+    limit: u64,
+) -> Result<(), Box<SizeError>> {
+    for f in &m.funcs {
+        let Some(p) = peak_live_bytes(m, &f.name, bytes_per_elem) else {
+            continue;
+        };
+        if p.bytes > u128::from(limit) {
+            let ty = p.ty.unwrap_or_else(|| TensorType::f32(vec![]));
+            let (elements, _) = tensor_bytes(&ty, 1);
+            return Err(Box::new(SizeError {
+                kind: SizeKind::PeakLive,
+                func: f.name.clone(),
+                op: p.op,
+                loc: p.loc.0,
+                ty,
+                elements,
+                bytes: p.bytes,
+                limit,
+            }));
+        }
+    }
+    Ok(())
+}
+
+struct PeakWalk<'m> {
+    m: &'m Module,
+    per: u64,
+    /// A callee's peak beyond its parameters (which the caller holds).
+    callees: std::collections::HashMap<String, u128>,
+    depth: usize,
+}
+
+impl PeakWalk<'_> {
+    fn bytes(&self, t: &TensorType) -> u128 {
+        tensor_bytes(t, self.per.max(elem_bytes(t))).1
+    }
+
+    /// The peak of `b`'s own values, its arguments included; `hold_args`:
+    /// the arguments stay live throughout (a function's parameters, which
+    /// its caller holds), else they die after their last use.
+    fn block(&mut self, b: &Block, hold_args: bool) -> PeakLive {
+        use std::collections::HashMap;
+        fn uses(op: &Op, i: usize, last: &mut HashMap<ValueId, usize>) {
+            for v in &op.operands {
+                last.insert(*v, i);
+            }
+            for r in &op.regions {
+                for o in &r.ops {
+                    uses(o, i, last);
+                }
+            }
+        }
+        let mut last = HashMap::new();
+        for (i, op) in b.ops.iter().enumerate() {
+            uses(op, i, &mut last);
+        }
+        let mut size: HashMap<ValueId, u128> = HashMap::new();
+        let mut live: u128 = 0;
+        for (v, t) in &b.args {
+            let n = self.bytes(t);
+            if !hold_args {
+                size.insert(*v, n);
+            }
+            live = live.saturating_add(n);
+        }
+        let mut peak = PeakLive {
+            bytes: live,
+            op: "func.func",
+            loc: SrcLoc(None),
+            ty: b.args.first().map(|a| a.1.clone()),
+        };
+        let mut dying: HashMap<usize, Vec<ValueId>> = HashMap::new();
+        for (v, &i) in &last {
+            dying.entry(i).or_default().push(*v);
+        }
+        for (i, op) in b.ops.iter().enumerate() {
+            let mut inner: u128 = 0;
+            for r in &op.regions {
+                inner = inner.max(self.block(r, false).bytes);
+            }
+            if let crate::ops::OpKind::Call { callee } = &op.kind {
+                inner = inner.max(self.callee(callee));
+            }
+            let mut made: u128 = 0;
+            for (v, t) in &op.results {
+                let n = self.bytes(t);
+                size.insert(*v, n);
+                made = made.saturating_add(n);
+            }
+            let now = live.saturating_add(inner).saturating_add(made);
+            if now > peak.bytes {
+                peak = PeakLive {
+                    bytes: now,
+                    op: op.kind.name(),
+                    loc: op.loc,
+                    ty: op.results.first().map(|r| r.1.clone()),
+                };
+            }
+            live = live.saturating_add(made);
+            // Unused results die at once; operands (of this block) after their last use.
+            for (v, _) in &op.results {
+                if !last.contains_key(v) {
+                    live = live.saturating_sub(size.remove(v).unwrap_or(0));
+                }
+            }
+            for v in dying.get(&i).into_iter().flatten() {
+                live = live.saturating_sub(size.remove(v).unwrap_or(0));
+            }
+        }
+        peak
+    }
+
+    fn callee(&mut self, name: &str) -> u128 {
+        if let Some(&n) = self.callees.get(name) {
+            return n;
+        }
+        // StableHLO has no recursion; a cycle in a malformed module counts as nothing.
+        if self.depth > 64 {
+            return 0;
+        }
+        let Some(f) = self.m.func(name) else {
+            return 0;
+        };
+        self.depth += 1;
+        let params: u128 = f.params.iter().map(|p| self.bytes(&p.ty)).sum();
+        let own = self.block(&f.body, true).bytes;
+        self.depth -= 1;
+        let extra = own.saturating_sub(params.min(own));
+        self.callees.insert(name.to_string(), extra);
+        extra
+    }
 }
 
 #[cfg(test)]

@@ -9,8 +9,11 @@
 //! Every checkpoint carries a CRC-32 (`checksum` metadata) over the format
 //! marker, every other metadata entry and every tensor's name, shape and
 //! bytes, in name order; a load recomputes it and refuses a mismatch (one
-//! flipped exponent bit would otherwise resume silently). Checkpoints written
-//! before the checksum existed load with a warning.
+//! flipped exponent bit would otherwise resume silently). A checkpoint with
+//! no checksum (written before certgrad checked checkpoints, or one whose
+//! checksum entry was destroyed) is refused unless the process allows it
+//! ([`set_allow_unverified`], the CLI's `--allow-unverified-checkpoint`);
+//! then it loads with a warning.
 
 use crate::error::TrainError;
 use safetensors::tensor::{Dtype, SafeTensors, TensorView};
@@ -26,6 +29,15 @@ pub const FORMAT: &str = "certgrad-train-checkpoint-1";
 /// The metadata key of the checksum, and its value's prefix.
 pub const CHECKSUM_KEY: &str = "checksum";
 const CHECKSUM_PREFIX: &str = "crc32:";
+
+/// Whether a checkpoint without a checksum may load (process-wide).
+static ALLOW_UNVERIFIED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Lets checkpoints without a checksum load (with a warning) for the rest of
+/// the process; by default they are refused.
+pub fn set_allow_unverified(allow: bool) {
+    ALLOW_UNVERIFIED.store(allow, std::sync::atomic::Ordering::Relaxed);
+}
 
 /// The contents of a checkpoint: named f32 tensors and string metadata.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -184,10 +196,17 @@ impl Checkpoint {
                     )));
                 }
             }
-            None => eprintln!(
+            None if ALLOW_UNVERIFIED.load(std::sync::atomic::Ordering::Relaxed) => eprintln!(
                 "warning: {what} has no checksum (written before certgrad checked \
-                 checkpoints); its contents cannot be verified"
+                 checkpoints, or its checksum entry was lost); loading it unverified as asked"
             ),
+            None => {
+                return Err(TrainError::Checkpoint(format!(
+                    "{what}: the checkpoint has no `{CHECKSUM_KEY}` metadata (written before \
+                     certgrad checked checkpoints, or damaged), so its contents cannot be \
+                     verified; pass --allow-unverified-checkpoint to load it anyway"
+                )))
+            }
         }
         Ok(Checkpoint { tensors, meta })
     }

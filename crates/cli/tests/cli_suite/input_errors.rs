@@ -86,6 +86,35 @@ fn tensors_over_the_memory_limit_are_refused_by_op_and_line() {
             "1.0 kB (1024 bytes) per tensor",
         ],
     );
+    // Two 200-float constants fit 1 KiB each but not together: the total
+    // limit (the bytes live at once) refuses them, naming the peak's op.
+    let two = d.join("two.mlir");
+    let t = "tensor<200xf32>";
+    std::fs::write(
+        &two,
+        format!("func.func @main() -> ({t}, {t}) {{\n  %0 = stablehlo.constant dense<1.0> : {t}\n  %1 = stablehlo.constant dense<2.0> : {t}\n  return %0, %1 : {t}, {t}\n}}\n"),
+    )
+    .unwrap();
+    refused(
+        certgrad()
+            .args(["run", "--max-memory", "1K"])
+            .arg(&two)
+            .arg("--out")
+            .arg(d.join("o")),
+        &[
+            "line 3",
+            "1.6 kB (1600 bytes) are live at once",
+            "total memory limit",
+        ],
+    );
+    let o = certgrad()
+        .args(["run", "--max-memory", "2K"])
+        .arg(&two)
+        .arg("--out")
+        .arg(d.join("o"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
     // The environment variable, and malformed limits.
     refused(
         certgrad()
@@ -236,6 +265,30 @@ fn render_eval_refuses_recipe_flags_by_name() {
             certgrad()
                 .args(["render", "cifar8-bbn", "--batch", "2"])
                 .args(&flag)
+                .arg("-o")
+                .arg(d.join("step.mlir")),
+        );
+    }
+    // The optimizer and the pool backward are train-step choices too.
+    for (flag, value) in [("--optimizer", "sgd"), ("--pool-backward", "shifted-sums")] {
+        refused(
+            certgrad()
+                .args([
+                    "render",
+                    "cifar8-bbn",
+                    "--batch",
+                    "2",
+                    "--eval",
+                    flag,
+                    value,
+                ])
+                .arg("-o")
+                .arg(d.join("eval.mlir")),
+            &[flag, "cannot be used with", "--eval"],
+        );
+        accepted(
+            certgrad()
+                .args(["render", "cifar8-bbn", "--batch", "2", flag, value])
                 .arg("-o")
                 .arg(d.join("step.mlir")),
         );

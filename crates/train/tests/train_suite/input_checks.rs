@@ -62,7 +62,7 @@ fn a_flipped_exponent_bit_is_refused_and_the_intact_file_loads() {
 }
 
 #[test]
-fn a_checkpoint_without_a_checksum_still_loads() {
+fn a_checkpoint_without_a_checksum_is_refused_unless_asked() {
     // What checkpoint.rs wrote before the checksum: the same tensors and
     // metadata, no `checksum` entry.
     let (ck, _) = small_checkpoint();
@@ -89,8 +89,21 @@ fn a_checkpoint_without_a_checksum_still_loads() {
     let mut meta: HashMap<String, String> = ck.meta.clone().into_iter().collect();
     meta.insert("format".into(), train::checkpoint::FORMAT.into());
     let old = safetensors::serialize(views, &Some(meta)).unwrap();
-    let back = Checkpoint::from_bytes(&old, "old").expect("an old checkpoint loads");
-    assert_eq!(back.tensors, ck.tensors);
+    // Refused by default, naming what is missing and the way to load it anyway.
+    let e = Checkpoint::from_bytes(&old, "old")
+        .expect_err("no checksum: refused")
+        .to_string();
+    assert!(e.contains("no `checksum` metadata"), "{e}");
+    assert!(e.contains("--allow-unverified-checkpoint"), "{e}");
+    // Asked for, it loads, unchanged. (Process-wide: restored at once, and no
+    // other test in this binary builds a checkpoint without a checksum.)
+    train::checkpoint::set_allow_unverified(true);
+    let back = Checkpoint::from_bytes(&old, "old");
+    train::checkpoint::set_allow_unverified(false);
+    assert_eq!(
+        back.expect("an old checkpoint loads when asked").tensors,
+        ck.tensors
+    );
 }
 
 #[test]
