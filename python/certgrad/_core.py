@@ -119,7 +119,7 @@ def certify(
 
 def render(
     net: str | os.PathLike | dict,
-    optimizer: str = "adamw",
+    optimizer: str | None = None,
     *,
     batch: int = 128,
     bf16: bool = False,
@@ -132,10 +132,13 @@ def render(
     timeout: float | None = None,
 ) -> str:
     """The net's fused train step (or with `eval=True` its eval forward) as
-    StableHLO text (`certgrad render`)."""
+    StableHLO text (`certgrad render`). `optimizer` defaults to the CLI's
+    (adamw); the eval forward takes none."""
     with _cli.scratch() as d:
         out = os.path.join(d, "step.mlir")
-        args = ["render", _net_arg(net, d), "--optimizer", optimizer, "--batch", batch, "-o", out]
+        args = ["render", _net_arg(net, d), "--batch", batch, "-o", out]
+        if optimizer is not None:
+            args += ["--optimizer", optimizer]
         if bf16:
             args.append("--bf16")
         if replicas != 1:

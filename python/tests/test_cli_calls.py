@@ -129,3 +129,11 @@ func.func @main(%x: tensor<3xf32>, %dy: tensor<3xf32>) -> tensor<3xf32> {
 def test_the_installed_wheel_carries_its_binary():
     # pip installs a bin-bindings wheel's executable into the scripts directory.
     assert Path(certgrad.binary()).parent == Path(sysconfig.get_path("scripts"))
+
+
+def test_render_eval_takes_no_optimizer():
+    text = certgrad.render("cifar8", eval=True, batch=2)
+    assert "@cifar8_fwd_eval" in text, text[:200]
+    # The eval forward has no optimizer: naming one is refused, not ignored.
+    with pytest.raises(certgrad.CertgradError, match="cannot be used with"):
+        certgrad.render("cifar8", "sgd", eval=True, batch=2)
