@@ -1,5 +1,5 @@
 //! Rewrites that change how a plan computes, never what it computes: calls
-//! inlined, in regions too (`inline`), and common subexpressions removed
+//! inlined, in regions too (`ir::passes::inline_all_calls`), and common subexpressions removed
 //! from the function before it is lowered (`cse`),
 //! and on the lowered steps, adjacent sibling add-reductions merged into one
 //! pass (`sibling_reductions`) and a convolution's bias add folded into the
@@ -8,9 +8,8 @@
 
 mod conv_bias;
 pub(crate) mod cse;
-mod inline;
 mod sibling_reductions;
 
 pub(crate) use conv_bias::fold_conv_bias;
-pub(crate) use inline::inline_all_calls;
+pub(crate) use ir::passes::inline_all_calls;
 pub(crate) use sibling_reductions::merge_sibling_reductions;
