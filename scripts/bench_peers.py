@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""bench_peers.py: the peers of `certgrad bench step` for cifar8-bbn, and the
-table that compares them (driven by scripts/bench_peers.sh).
+"""bench_peers.py: the peers of `certgrad bench step` for cifar8-bbn (PyTorch
+eager and JAX) and for mobilenetv2 and resnet34 at 224² (PyTorch eager), and
+the table that compares them (driven by scripts/bench_peers.sh).
 
 One train step of cifar8-bbn (REFERENCE §4.1 with true batch-statistics BN):
 four stages of conv3x3(bias) -> BN -> ReLU -> conv3x3(bias) -> BN -> maxpool
@@ -12,9 +13,10 @@ ReLU is monotone). BN normalises with the batch's biased variance, eps 1e-5,
 with a per-channel scale and shift.
 
 Subcommands (each peer run is its own process, so its peak RSS is its own):
-  torch  --batch B --threads T [--warmup W] [--iters N]   PyTorch eager
+  torch  --batch B --threads T [--net NET] [--warmup W] [--iters N]
+                                                          PyTorch eager
   jax    --batch B [--warmup W] [--iters N]               jax.jit of grad + SGD
-  params                                                  parameter counts
+  params [--net NET]                                      parameter counts
   table  RESULTS.jsonl                                    the comparison table
 A peer run prints one JSON line: median/min/max ms per step after warm-up,
 peak RSS (ru_maxrss of the whole process, like certgrad's VmHWM) and the
@@ -89,10 +91,89 @@ def torch_model(torch):
     return nn.Sequential(*layers)
 
 
-def torch_params():
+def torch_conv_bn(nn, cin, cout, k, stride, groups=1, act=None):
+    """Bias-free conv (symmetric (k-1)/2 padding) -> batch-stat BN -> act."""
+    layers = [
+        nn.Conv2d(cin, cout, k, stride, (k - 1) // 2, groups=groups, bias=False),
+        nn.BatchNorm2d(cout, eps=EPS),
+    ]
+    return layers + ([act()] if act else [])
+
+
+def torch_mobilenetv2(torch):
+    """MobileNetV2 as REFERENCE §4.4 and certgrad's `mobilenetv2` (K=10): the
+    (t, c, n, s) table, ReLU6, no conv biases, head 1x1 320->1280, GAP, dense.
+    Strided depthwise convs pad symmetrically (torchvision's choice) where
+    certgrad pads XLA-SAME (0, 1): same shapes and FLOPs, shifted windows."""
+    nn = torch.nn
+
+    class InvertedResidual(nn.Module):
+        def __init__(self, cin, cout, stride, t):
+            super().__init__()
+            hidden = cin * t
+            layers = torch_conv_bn(nn, cin, hidden, 1, 1, act=nn.ReLU6) if t != 1 else []
+            layers += torch_conv_bn(nn, hidden, hidden, 3, stride, groups=hidden, act=nn.ReLU6)
+            layers += torch_conv_bn(nn, hidden, cout, 1, 1)
+            self.body = nn.Sequential(*layers)
+            self.skip = stride == 1 and cin == cout
+
+        def forward(self, x):
+            return x + self.body(x) if self.skip else self.body(x)
+
+    table = [(1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1), (6, 160, 3, 2), (6, 320, 1, 1)]
+    layers = torch_conv_bn(nn, 3, 32, 3, 2, act=nn.ReLU6)
+    cin = 32
+    for t, c, n, s in table:
+        for i in range(n):
+            layers.append(InvertedResidual(cin, c, s if i == 0 else 1, t))
+            cin = c
+    layers += torch_conv_bn(nn, cin, 1280, 1, 1, act=nn.ReLU6)
+    layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(1280, CLASSES)]
+    return nn.Sequential(*layers)
+
+
+def torch_resnet34(torch):
+    """ResNet-34 as REFERENCE and certgrad's `resnet34` (K=10): 7x7/s2 stem,
+    3x3/s2 max pool, basic blocks [3, 4, 6, 3] with 1x1/s2 projection skips,
+    no conv biases, batch-stat BN, GAP, dense."""
+    nn = torch.nn
+
+    class Basic(nn.Module):
+        def __init__(self, cin, cout, stride):
+            super().__init__()
+            self.body = nn.Sequential(
+                *torch_conv_bn(nn, cin, cout, 3, stride, act=nn.ReLU), *torch_conv_bn(nn, cout, cout, 3, 1)
+            )
+            self.proj = (
+                nn.Sequential(*torch_conv_bn(nn, cin, cout, 1, stride)) if stride != 1 or cin != cout else None
+            )
+            self.relu = nn.ReLU()
+
+        def forward(self, x):
+            return self.relu(self.body(x) + (self.proj(x) if self.proj is not None else x))
+
+    layers = torch_conv_bn(nn, 3, 64, 7, 2, act=nn.ReLU) + [nn.MaxPool2d(3, 2, 1)]
+    cin = 64
+    for i, (c, n) in enumerate([(64, 3), (128, 4), (256, 6), (512, 3)]):
+        for j in range(n):
+            layers.append(Basic(cin, c, 2 if (j == 0 and i > 0) else 1))
+            cin = c
+    layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(512, CLASSES)]
+    return nn.Sequential(*layers)
+
+
+# Per net: the torch model and its input (channels, H, W).
+TORCH_NETS = {
+    "cifar8-bbn": (torch_model, (IN_C, IN_HW, IN_HW)),
+    "mobilenetv2": (torch_mobilenetv2, (3, 224, 224)),
+    "resnet34": (torch_resnet34, (3, 224, 224)),
+}
+
+
+def torch_params(net="cifar8-bbn"):
     import torch
 
-    return sum(p.numel() for p in torch_model(torch).parameters())
+    return sum(p.numel() for p in TORCH_NETS[net][0](torch).parameters())
 
 
 def run_torch(a):
@@ -104,10 +185,11 @@ def run_torch(a):
     except RuntimeError:
         pass
     torch.manual_seed(0)
-    model = torch_model(torch).train()
+    build, (c, h, w) = TORCH_NETS[a.net]
+    model = build(torch).train()
     opt = torch.optim.SGD(model.parameters(), lr=LR)
     loss_fn = torch.nn.CrossEntropyLoss()
-    x = torch.randn(a.batch, IN_C, IN_HW, IN_HW)
+    x = torch.randn(a.batch, c, h, w)
     y = torch.randint(0, CLASSES, (a.batch,))
     last = {}
 
@@ -125,6 +207,7 @@ def run_torch(a):
         params,
         {
             "peer": f"torch-{a.threads}t",
+            "net": a.net,
             "version": torch.__version__,
             "threads": torch.get_num_threads(),
             "loss": last.get("loss"),
@@ -252,11 +335,12 @@ def table(a):
     rows = [json.loads(l) for l in open(a.results) if l.strip()]
     by = {}
     for r in rows:
-        by.setdefault(r["batch"], {}).setdefault(r["peer"], {})[r["round"]] = r
+        key = (r.get("net", "cifar8-bbn"), r["batch"])
+        by.setdefault(key, {}).setdefault(r["peer"], {})[r["round"]] = r
     order = ["certgrad", "torch-1t", "torch-2t", "jax"]
-    for batch in sorted(by):
-        runs = by[batch]
-        print(f"\ncifar8-bbn SGD train step, batch {batch}: ms/step (median of each run's median; min over runs), peak RSS")
+    for net, batch in sorted(by):
+        runs = by[(net, batch)]
+        print(f"\n{net} SGD train step, batch {batch}: ms/step (median of each run's median; min over runs), peak RSS")
         print(f"  {'peer':<10} {'runs':>4} {'median ms':>10} {'min ms':>9} {'peak RSS MiB':>13}   certgrad/peer paired ratios min / median / max")
         cg = runs.get("certgrad", {})
         peers = [p for p in order if p in runs] + sorted(p for p in runs if p not in order)
@@ -292,8 +376,10 @@ def main():
         p.add_argument("--batch", type=int, required=True)
         p.add_argument("--warmup", type=int, default=3)
         p.add_argument("--iters", type=int, default=10)
+    t.add_argument("--net", default="cifar8-bbn", choices=sorted(TORCH_NETS))
     pc = sub.add_parser("params")
     pc.add_argument("--peers", default="torch,jax")
+    pc.add_argument("--net", default="cifar8-bbn", choices=sorted(TORCH_NETS))
     tb = sub.add_parser("table")
     tb.add_argument("results")
     a = ap.parse_args()
@@ -305,8 +391,8 @@ def main():
         out = {}
         for peer in a.peers.split(","):
             if peer == "torch":
-                out["torch"] = torch_params()
-            elif peer == "jax":
+                out["torch"] = torch_params(a.net)
+            elif peer == "jax" and a.net == "cifar8-bbn":
                 out["jax"] = jax_params()
         print(json.dumps(out))
     else:

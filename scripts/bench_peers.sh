@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# bench_peers.sh: certgrad's cifar8-bbn SGD train step against its peers on
-# this machine, in one run.
+# bench_peers.sh: certgrad's SGD train steps against their peers on this
+# machine, in one run: cifar8-bbn (PyTorch eager, JAX), and with --net the
+# 224² nets mobilenetv2 (the depthwise family; PyTorch eager's weak spot on
+# CPU) and resnet34 against PyTorch eager on the same model (same parameter
+# count, checked).
 #
 # Owns the sequence: a Python venv with torch (CPU) and jax, the release build
 # of certgrad, the parameter-count check (the PyTorch and JAX models must have
@@ -12,8 +15,12 @@
 # printed by scripts/bench_peers.py. The machine is shared and noisy: only
 # the paired ratios mean much.
 #
-# Usage: scripts/bench_peers.sh [--quick] [--batch 32,128] [--repeats K]
-#                               [--warmup W] [--iters N]
+# Usage: scripts/bench_peers.sh [--quick] [--net NET,…] [--batch 32,128]
+#                               [--repeats K] [--warmup W] [--iters N]
+#   --net        nets to run (cifar8-bbn, mobilenetv2, resnet34; default
+#                cifar8-bbn); every net runs at every --batch
+#   --mobile     shorthand for --net mobilenetv2,resnet34 --batch 8
+#                --warmup 1 --iters 3 (a 224² step takes seconds)
 #   --quick      1 round, 2 warm-up + 5 timed steps per run
 #   default      3 rounds, 3 warm-up + 10 timed steps per run
 # Environment:
@@ -28,7 +35,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 VENV=${CERTGRAD_VENV:-$HOME/.cache/certgrad/venv}
 OUT=${BENCH_OUT:-$ROOT/target/bench_peers}
-NET=cifar8-bbn
+NETS=cifar8-bbn
 JAX_VERSION=0.10.2
 NUMPY_SPEC='numpy>=1.26,<3'
 
@@ -47,6 +54,16 @@ while [[ $# -gt 0 ]]; do
         BATCHES=${2:?--batch needs a value, e.g. 32,128}
         shift
         ;;
+    --net)
+        NETS=${2:?--net needs a value, e.g. mobilenetv2,resnet34}
+        shift
+        ;;
+    --mobile)
+        NETS=mobilenetv2,resnet34
+        BATCHES=8
+        WARMUP=1
+        ITERS=3
+        ;;
     --repeats)
         REPEATS=${2:?--repeats needs a value}
         shift
@@ -60,7 +77,7 @@ while [[ $# -gt 0 ]]; do
         shift
         ;;
     -h | --help)
-        sed -n '2,25p' "$0"
+        sed -n '2,32p' "$0"
         exit 0
         ;;
     *)
@@ -78,6 +95,16 @@ for n in $REPEATS $WARMUP $ITERS ${BATCHES//,/ }; do
 done
 
 say() { echo "bench_peers: $*" >&2; }
+IFS=, read -r -a NET_LIST <<<"$NETS"
+for net in "${NET_LIST[@]}"; do
+    case $net in
+    cifar8-bbn | mobilenetv2 | resnet34) ;;
+    *)
+        echo "bench_peers: --net '$net' is not one of cifar8-bbn, mobilenetv2, resnet34" >&2
+        exit 2
+        ;;
+    esac
+done
 
 # ---------------------------------------------------------------- venv
 HAVE_JAX=0
@@ -140,24 +167,26 @@ fi
 }
 
 # ---------------------------------------------------------------- parameter counts
-CG_PARAMS=$("$BIN" nets | awk -v n="$NET" '$1 == n { gsub(",", "", $NF); print $NF }')
-[[ -n "$CG_PARAMS" ]] || {
-    say "certgrad nets lists no $NET"
-    exit 1
-}
-echo "parameters of $NET: certgrad nets $CG_PARAMS"
-PEERS=""
-if [[ $HAVE_TORCH == 1 ]]; then PEERS+="torch,"; fi
-if [[ $HAVE_JAX == 1 ]]; then PEERS+="jax,"; fi
-if [[ -n "$PEERS" ]]; then
-    COUNTS=$("$PY" "$ROOT/scripts/bench_peers.py" params --peers "${PEERS%,}")
-    echo "parameters of $NET: peers $COUNTS"
-    if ! "$PY" -c "import json,sys; c=json.loads(sys.argv[1]); bad={k:v for k,v in c.items() if v!=int(sys.argv[2])}; sys.exit(1 if bad else 0)" \
-        "$COUNTS" "$CG_PARAMS"; then
-        say "FAIL: a peer model's parameter count differs from certgrad's $CG_PARAMS: $COUNTS"
+for NET in "${NET_LIST[@]}"; do
+    CG_PARAMS=$("$BIN" nets | awk -v n="$NET" '$1 == n { gsub(",", "", $NF); print $NF }')
+    [[ -n "$CG_PARAMS" ]] || {
+        say "certgrad nets lists no $NET"
         exit 1
+    }
+    echo "parameters of $NET: certgrad nets $CG_PARAMS"
+    PEERS=""
+    if [[ $HAVE_TORCH == 1 ]]; then PEERS+="torch,"; fi
+    if [[ $HAVE_JAX == 1 && $NET == cifar8-bbn ]]; then PEERS+="jax,"; fi
+    if [[ -n "$PEERS" ]]; then
+        COUNTS=$("$PY" "$ROOT/scripts/bench_peers.py" params --net "$NET" --peers "${PEERS%,}")
+        echo "parameters of $NET: peers $COUNTS"
+        if ! "$PY" -c "import json,sys; c=json.loads(sys.argv[1]); bad={k:v for k,v in c.items() if v!=int(sys.argv[2])}; sys.exit(1 if bad else 0)" \
+            "$COUNTS" "$CG_PARAMS"; then
+            say "FAIL: a peer model's parameter count differs from certgrad's $CG_PARAMS for $NET: $COUNTS"
+            exit 1
+        fi
     fi
-fi
+done
 
 # ---------------------------------------------------------------- GEMM peak
 echo
@@ -170,9 +199,9 @@ done
 mkdir -p "$OUT"
 RESULTS=$OUT/results.jsonl
 : >"$RESULTS"
-record() { # peer batch round json
-    "$JPY" -c "import json,sys; r=json.loads(sys.argv[4]); r.update(peer=sys.argv[1], batch=int(sys.argv[2]), round=int(sys.argv[3])); print(json.dumps(r))" \
-        "$1" "$2" "$3" "$4" >>"$RESULTS"
+record() { # peer batch round json net
+    "$JPY" -c "import json,sys; r=json.loads(sys.argv[4]); r.update(peer=sys.argv[1], batch=int(sys.argv[2]), round=int(sys.argv[3]), net=sys.argv[5]); print(json.dumps(r))" \
+        "$1" "$2" "$3" "$4" "$5" >>"$RESULTS"
 }
 # shellcheck disable=SC2317  # called through the "${cmd[@]}" array below
 run_certgrad() { # batch
@@ -184,32 +213,34 @@ run_certgrad() { # batch
 FAILED=0
 IFS=, read -r -a BATCH_LIST <<<"$BATCHES"
 echo
-echo "alternating runs: $REPEATS round(s) x batches ${BATCH_LIST[*]}, $WARMUP warm-up + $ITERS timed steps per run"
+echo "alternating runs: $REPEATS round(s) x nets ${NET_LIST[*]} x batches ${BATCH_LIST[*]}, $WARMUP warm-up + $ITERS timed steps per run"
 for ((round = 1; round <= REPEATS; round++)); do
-    for b in "${BATCH_LIST[@]}"; do
-        for peer in certgrad torch-1t torch-2t jax; do
-            case $peer in
-            certgrad) cmd=(run_certgrad "$b") ;;
-            torch-1t | torch-2t)
-                [[ $HAVE_TORCH == 1 ]] || continue
-                th=${peer#torch-}
-                th=${th%t}
-                cmd=(env OMP_NUM_THREADS="$th" MKL_NUM_THREADS="$th" "$PY" "$ROOT/scripts/bench_peers.py" torch
-                    --batch "$b" --threads "$th" --warmup "$WARMUP" --iters "$ITERS")
-                ;;
-            jax)
-                [[ $HAVE_JAX == 1 ]] || continue
-                cmd=("$PY" "$ROOT/scripts/bench_peers.py" jax --batch "$b" --warmup "$WARMUP" --iters "$ITERS")
-                ;;
-            esac
-            if line=$("${cmd[@]}" 2>"$OUT/last_stderr.txt") && [[ -n "$line" ]]; then
-                record "$peer" "$b" "$round" "$line"
-                echo "  round $round batch $(printf '%-4s %-9s' "$b" "$peer") $("$JPY" -c "import json,sys; j=json.loads(sys.argv[1]); print(f\"median {j['median_ms']:8.1f} ms  min {j['min_ms']:8.1f} ms  peak RSS {j['peak_rss_kib']/1024:7.1f} MiB\")" "$line")"
-            else
-                say "FAIL: $peer at batch $b (round $round):"
-                tail -5 "$OUT/last_stderr.txt" >&2
-                FAILED=1
-            fi
+    for NET in "${NET_LIST[@]}"; do
+        for b in "${BATCH_LIST[@]}"; do
+            for peer in certgrad torch-1t torch-2t jax; do
+                case $peer in
+                certgrad) cmd=(run_certgrad "$b") ;;
+                torch-1t | torch-2t)
+                    [[ $HAVE_TORCH == 1 ]] || continue
+                    th=${peer#torch-}
+                    th=${th%t}
+                    cmd=(env OMP_NUM_THREADS="$th" MKL_NUM_THREADS="$th" "$PY" "$ROOT/scripts/bench_peers.py" torch
+                        --net "$NET" --batch "$b" --threads "$th" --warmup "$WARMUP" --iters "$ITERS")
+                    ;;
+                jax)
+                    [[ $HAVE_JAX == 1 && $NET == cifar8-bbn ]] || continue
+                    cmd=("$PY" "$ROOT/scripts/bench_peers.py" jax --batch "$b" --warmup "$WARMUP" --iters "$ITERS")
+                    ;;
+                esac
+                if line=$("${cmd[@]}" 2>"$OUT/last_stderr.txt") && [[ -n "$line" ]]; then
+                    record "$peer" "$b" "$round" "$line" "$NET"
+                    echo "  round $round $NET batch $(printf '%-4s %-9s' "$b" "$peer") $("$JPY" -c "import json,sys; j=json.loads(sys.argv[1]); print(f\"median {j['median_ms']:8.1f} ms  min {j['min_ms']:8.1f} ms  peak RSS {j['peak_rss_kib']/1024:7.1f} MiB\")" "$line")"
+                else
+                    say "FAIL: $peer at batch $b (round $round):"
+                    tail -5 "$OUT/last_stderr.txt" >&2
+                    FAILED=1
+                fi
+            done
         done
     done
 done

@@ -466,6 +466,18 @@ fn run_step(
             })?;
             slots[*out] = Some(Buf::F(t.data));
         }
+        Kind::Pad {
+            input,
+            value,
+            low,
+            interior,
+            out,
+            shape,
+        } => {
+            let v = init_value(slots, *value)?;
+            let t = with1(slots, input, |x| fast::pad(x, v, low, interior, shape))?;
+            slots[*out] = Some(Buf::F(t.data));
+        }
         Kind::Generic {
             module,
             operands,

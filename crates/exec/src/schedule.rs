@@ -101,6 +101,15 @@ pub(crate) enum Kind {
         out: usize,
         tiles: Option<pool::Tiles>,
     },
+    /// `pad` of an f32 operand (the strided depthwise VJPs dilate `dy` with it).
+    Pad {
+        input: (usize, Vec<usize>),
+        value: Init,
+        low: Vec<i64>,
+        interior: Vec<i64>,
+        out: usize,
+        shape: Vec<usize>,
+    },
     Generic {
         module: Module,
         operands: Vec<(usize, TensorType)>,
@@ -167,9 +176,11 @@ impl Kind {
                 .collect(),
             Kind::Conv { lhs, rhs, bias, .. } => [lhs.0, rhs.0].into_iter().chain(*bias).collect(),
             Kind::Dot { lhs, rhs, .. } => vec![lhs.0, rhs.0],
-            Kind::ReduceFold { input, init: i, .. } | Kind::Window { input, init: i, .. } => {
-                [vec![input.0], init(i)].concat()
-            }
+            Kind::ReduceFold { input, init: i, .. }
+            | Kind::Window { input, init: i, .. }
+            | Kind::Pad {
+                input, value: i, ..
+            } => [vec![input.0], init(i)].concat(),
             Kind::Scatter {
                 operand,
                 source,
@@ -196,7 +207,8 @@ impl Kind {
             | Kind::Dot { out, .. }
             | Kind::ReduceFold { out, .. }
             | Kind::Window { out, .. }
-            | Kind::Scatter { out, .. } => vec![*out],
+            | Kind::Scatter { out, .. }
+            | Kind::Pad { out, .. } => vec![*out],
             Kind::Reduce { outs, .. } => outs.iter().map(|o| o.slot).collect(),
             Kind::Generic { results, .. }
             | Kind::While { results, .. }

@@ -23,6 +23,7 @@
 
 use rayon::prelude::*;
 
+use super::depthwise::DepthwiseConv;
 use super::float::FastFloat;
 use super::gemm::{matmul, matmul_add, MatRef};
 use super::implicit::ImplicitConv;
@@ -239,50 +240,69 @@ pub(crate) fn convolution<T: FastFloat>(
         }
     };
 
-    let result = match implicit_gemm(&plan, attrs) {
-        Some(mut conv) => {
-            // The implicit kernel reads the two leading dimensions of each
-            // operand through strides: no copy when only those are swapped (the
-            // weight-VJP's xᵀ and dyᵀ given as NCHW tensors). A reversed kernel
-            // is still copied (it is small: the forward's weights).
-            let lhs_op = match leading_strides(&lhs.shape, &lhs_perm) {
-                Some(strides) => {
-                    conv.lhs_strides = strides;
-                    Cow::Borrowed(&lhs.data[..])
-                }
-                None => permute(&lhs.data, &lhs.shape, &lhs_perm),
-            };
-            let rhs_op = match leading_strides(&rhs.shape, &rhs_perm).filter(|_| !reversed) {
-                Some(strides) => {
-                    conv.rhs_strides = strides;
-                    Cow::Borrowed(&rhs.data[..])
-                }
-                None => rhs_logical(),
-            };
-            let len = plan.out_batch * plan.out_features * plan.out_plane();
-            let mut out = buffer;
-            if out.len() != len {
-                out = vec![T::ZERO; len];
+    let result = if let Some(mut conv) = depthwise_conv(&plan, attrs) {
+        // As for the implicit GEMM below: operands whose two leading
+        // dimensions are swapped are read in place.
+        let lhs_op = match leading_strides(&lhs.shape, &lhs_perm) {
+            Some(strides) => {
+                conv.lhs_strides = strides;
+                Cow::Borrowed(&lhs.data[..])
             }
-            conv.run(&lhs_op, &rhs_op, &mut out, bias);
-            out
+            None => permute(&lhs.data, &lhs.shape, &lhs_perm),
+        };
+        let rhs_op = match leading_strides(&rhs.shape, &rhs_perm).filter(|_| !reversed) {
+            Some(strides) => {
+                conv.rhs_strides = strides;
+                Cow::Borrowed(&rhs.data[..])
+            }
+            None => rhs_logical(),
+        };
+        let len = plan.out_batch * plan.out_features * plan.out_plane();
+        let mut out = buffer;
+        if out.len() != len {
+            out = vec![T::ZERO; len];
         }
-        None => {
-            let mut result = compute(
-                &plan,
-                &permute(&lhs.data, &lhs.shape, &lhs_perm),
-                &rhs_logical(),
-            );
-            if let Some(bias) = bias {
-                let p = plan.out_plane().max(1);
-                for (k, plane) in result.chunks_mut(p).enumerate() {
-                    let b = bias[k % plan.out_features];
-                    for x in plane {
-                        *x += b;
+        conv.run(&lhs_op, &rhs_op, &mut out);
+        add_bias(&mut out, bias, &plan);
+        out
+    } else {
+        match implicit_gemm(&plan, attrs) {
+            Some(mut conv) => {
+                // The implicit kernel reads the two leading dimensions of each
+                // operand through strides: no copy when only those are swapped (the
+                // weight-VJP's xᵀ and dyᵀ given as NCHW tensors). A reversed kernel
+                // is still copied (it is small: the forward's weights).
+                let lhs_op = match leading_strides(&lhs.shape, &lhs_perm) {
+                    Some(strides) => {
+                        conv.lhs_strides = strides;
+                        Cow::Borrowed(&lhs.data[..])
                     }
+                    None => permute(&lhs.data, &lhs.shape, &lhs_perm),
+                };
+                let rhs_op = match leading_strides(&rhs.shape, &rhs_perm).filter(|_| !reversed) {
+                    Some(strides) => {
+                        conv.rhs_strides = strides;
+                        Cow::Borrowed(&rhs.data[..])
+                    }
+                    None => rhs_logical(),
+                };
+                let len = plan.out_batch * plan.out_features * plan.out_plane();
+                let mut out = buffer;
+                if out.len() != len {
+                    out = vec![T::ZERO; len];
                 }
+                conv.run(&lhs_op, &rhs_op, &mut out, bias);
+                out
             }
-            result
+            None => {
+                let mut result = compute(
+                    &plan,
+                    &permute(&lhs.data, &lhs.shape, &lhs_perm),
+                    &rhs_logical(),
+                );
+                add_bias(&mut result, bias, &plan);
+                result
+            }
         }
     };
 
@@ -303,6 +323,79 @@ pub(crate) fn convolution<T: FastFloat>(
     };
     Tensor::new(out_shape.to_vec(), data)
 }
+
+/// `result [out_batch, out_features, P] += bias` along the output features.
+fn add_bias<T: FastFloat>(result: &mut [T], bias: Option<&[T]>, plan: &ConvPlan) {
+    if let Some(bias) = bias {
+        let p = plan.out_plane().max(1);
+        for (k, plane) in result.chunks_mut(p).enumerate() {
+            let b = bias[k % plan.out_features];
+            for x in plane {
+                *x += b;
+            }
+        }
+    }
+}
+
+/// The direct form (see [`DepthwiseConv`]) of the 2-D depthwise convolutions
+/// without lhs dilation: feature groups of one input feature each (forward and
+/// input-VJP, any channel multiplier), or batch groups without feature groups
+/// (the weight-VJP).
+fn depthwise_conv(plan: &ConvPlan, attrs: &ir::ConvAttrs) -> Option<DepthwiseConv> {
+    let get = |v: &[i64], s: usize| v.get(s).copied().unwrap_or(1);
+    let grouped_forward =
+        plan.batch_groups == 1 && plan.feature_groups > 1 && plan.group_in_features() == 1;
+    let grouped_wgrad = plan.feature_groups == 1 && plan.batch_groups > 1;
+    let eligible = DEPTHWISE_ENABLED
+        && plan.kernel_spatial.len() == 2
+        && (grouped_forward || grouped_wgrad)
+        && plan.kernel_size() > 0
+        && (0..2).all(|s| get(&attrs.lhs_dilation, s) == 1);
+    if !eligible {
+        return None;
+    }
+    // The direct path reads only inside the input: a result extent the
+    // attributes do not give would be silently zero-filled, so it is refused.
+    for s in 0..2 {
+        let (lo, hi) = attrs.padding.get(s).copied().unwrap_or((0, 0));
+        let padded = plan.in_spatial[s] as i64 + lo + hi;
+        let window = (plan.kernel_spatial[s] as i64 - 1) * get(&attrs.rhs_dilation, s) + 1;
+        let stride = get(&attrs.window_strides, s).max(1);
+        let expected = if padded >= window {
+            (padded - window) / stride + 1
+        } else {
+            0
+        };
+        assert_eq!(
+            plan.out_spatial[s] as i64, expected,
+            "convolution spatial dimension {s}: result shape inconsistent with operands"
+        );
+    }
+    let pair = |v: &[usize]| [v[0], v[1]];
+    let attr = |v: &[i64], what| [0, 1].map(|s| dim_index(get(v, s), what));
+    let kprod = plan.kernel_size();
+    Some(DepthwiseConv {
+        out_batch: plan.out_batch,
+        out_features: plan.out_features,
+        batch_groups: plan.batch_groups,
+        feature_groups: plan.feature_groups,
+        group_in: plan.group_in_features(),
+        in_hw: pair(&plan.in_spatial),
+        kernel_hw: pair(&plan.kernel_spatial),
+        out_hw: pair(&plan.out_spatial),
+        strides: attr(&attrs.window_strides, "window stride"),
+        rhs_dilation: attr(&attrs.rhs_dilation, "rhs_dilation"),
+        pad_low: [0, 1].map(|s| attrs.padding.get(s).map_or(0, |p| p.0)),
+        // The logical layouts; `convolution` sets the strides of operands it
+        // does not permute.
+        lhs_strides: [plan.in_features * plan.in_plane(), plan.in_plane()],
+        rhs_strides: [plan.group_in_features() * kprod, kprod],
+    })
+}
+
+/// The direct depthwise path's switch (off: those convolutions take the
+/// im2col/direct paths of [`compute`]), kept for comparisons.
+const DEPTHWISE_ENABLED: bool = true;
 
 /// Element strides of the two leading logical dimensions of an operand whose
 /// logical dimension `j` is physical dimension `perm[j]`, when its logical

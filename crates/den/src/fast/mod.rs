@@ -19,11 +19,13 @@
 //! assert that it is consistent with the operands.
 
 mod conv;
+mod depthwise;
 mod dot;
 mod float;
 mod gemm;
 mod implicit;
 mod layout;
+mod pad;
 mod reduce;
 
 pub use float::FastFloat;
@@ -65,6 +67,19 @@ pub fn convolution_into<T: FastFloat>(
     bias: Option<&[T]>,
 ) -> Tensor<T> {
     conv::convolution(lhs, rhs, attrs, out_shape, buffer, bias)
+}
+
+/// `stablehlo.pad` with the padding value `value`: operand element `i` lands at
+/// `low + i·(interior + 1)` per dimension (negative `low`/`high` crop; `high`
+/// is implied by `out_shape`). Exact: the values are copied.
+pub fn pad<T: FastFloat>(
+    x: &Tensor<T>,
+    value: T,
+    low: &[i64],
+    interior: &[i64],
+    out_shape: &[usize],
+) -> Tensor<T> {
+    pad::pad(x, value, low, interior, out_shape)
 }
 
 /// `stablehlo.dot_general`; the result is laid out batch, lhs free, rhs free.

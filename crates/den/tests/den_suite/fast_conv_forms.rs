@@ -758,3 +758,239 @@ fn step_forms_at_batch_32() {
     check(&step_forward(32, 16, 32, [16, 16]), 903);
     check(&step_weight_vjp(32, 16, 16, [32, 32]), 905);
 }
+
+/// XLA-SAME padding of one spatial dimension (TF's "SAME": output ⌈n/s⌉, the
+/// odd pad at the end) and the symmetric `(k−1)/2` both sides.
+fn same_pad(n: usize, k: usize, s: usize, xla_same: bool) -> (i64, i64) {
+    if !xla_same {
+        let p = ((k - 1) / 2) as i64;
+        return (p, p);
+    }
+    let out = n.div_ceil(s);
+    let total = ((out - 1) * s + k).saturating_sub(n) as i64;
+    (total / 2, total - total / 2)
+}
+
+/// The depthwise forms of a train step at one geometry, as the renders emit
+/// them (`[b, f, 0, 1] x [o, i, 0, 1]`, NCHW tensors): the forward
+/// (`feature_group_count = C`), the input-VJP on the output gradient dilated
+/// by a `pad` op (stride-1 convolution with the reversed kernel, reversal as
+/// an attribute or already applied), and the weight-VJP on the executor's
+/// untransposed `x` and dilated `dy` (`batch_group_count = C`, leading
+/// dimensions swapped in the dimension numbers); plus the weight-VJP with the
+/// stride as window dilation instead of a dilated `dy` (JAX's form).
+fn depthwise_forms(n: usize, c: usize, hw: [usize; 2], k: usize, s: usize, xla: bool) -> Vec<Case> {
+    let pads = [0, 1].map(|d| same_pad(hw[d], k, s, xla));
+    let fwd = Case::plain(n, c, c, hw, [k, k]).stride([s, s]).pad(pads);
+    let mut forward = fwd.clone();
+    forward.feature_groups = c;
+    let [oh, ow] = fwd.out_hw();
+    // dy dilated by s − 1 zeros between elements: (o − 1)·s + 1.
+    let dil = [(oh - 1) * s + 1, (ow - 1) * s + 1];
+    // Input-VJP: output extent hw from the dilated dy, low pad k − 1 − lo.
+    let ipad = [0, 1].map(|d| {
+        let lo = (k - 1) as i64 - pads[d].0;
+        (lo, hw[d] as i64 + k as i64 - 1 - dil[d] as i64 - lo)
+    });
+    let mut input_vjp = Case::plain(n, c, c, dil, [k, k]).pad(ipad);
+    input_vjp.feature_groups = c;
+    let mut input_vjp_rev = input_vjp.clone();
+    input_vjp_rev.reversal = [true, true];
+    // Weight-VJP: out[0, c, a, b] = Σ_n Σ_p x[n, c, a + p − lo, …]·dy_dil[n, c, p, …].
+    let wpad = [0, 1].map(|d| {
+        let lo = pads[d].0;
+        (lo, k as i64 - 1 + dil[d] as i64 - 1 - hw[d] as i64 - lo + 1)
+    });
+    let mut weight_vjp = Case::plain(c, n, c, hw, dil).pad(wpad);
+    weight_vjp.batch_groups = c;
+    weight_vjp.lhs_layout = [1, 0, 2, 3];
+    weight_vjp.rhs_layout = [1, 0, 2, 3];
+    let mut weight_vjp_jax = weight_vjp.clone();
+    weight_vjp_jax.kernel_hw = [oh, ow];
+    weight_vjp_jax.rhs_dilation = [s, s];
+    vec![
+        forward,
+        input_vjp,
+        input_vjp_rev,
+        weight_vjp,
+        weight_vjp_jax,
+    ]
+}
+
+#[test]
+fn depthwise_direct_path_forms() {
+    // Stride 1 and 2, k 3 and 5, XLA-SAME and symmetric pads, H ≠ W (odd and
+    // even), N = 1 and 3, and one channel count with a single channel.
+    let mut seed = 1500;
+    for &(n, c, hw) in &[(1, 4, [9, 7]), (3, 6, [8, 11]), (3, 1, [6, 5])] {
+        for k in [3, 5] {
+            for s in [1, 2] {
+                for xla in [true, false] {
+                    for case in depthwise_forms(n, c, hw, k, s, xla) {
+                        check(&case, seed);
+                        seed += 1;
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn depthwise_channel_multiplier_dilation_and_crops() {
+    // Channel multiplier 3, window dilation 2, a negative (cropping) pad,
+    // permuted NHWC / HWIO layouts.
+    let mut c = Case::plain(2, 4, 12, [10, 9], [3, 3]).pad([(-1, 2), (2, -1)]);
+    c.feature_groups = 4;
+    c.rhs_dilation = [2, 1];
+    check(&c, 1600);
+    c.lhs_layout = [0, 3, 1, 2];
+    c.rhs_layout = [3, 2, 0, 1];
+    c.out_layout = [0, 3, 1, 2];
+    check(&c, 1601);
+    // Weight-VJP of a multiplier-2 depthwise conv: 2 output features per batch group.
+    let mut w = Case::plain(3, 2, 6, [7, 8], [5, 6]).pad([(1, 1), (0, 2)]);
+    w.batch_groups = 3;
+    check(&w, 1602);
+}
+
+#[test]
+fn depthwise_results_do_not_depend_on_the_thread_count() {
+    for (i, case) in depthwise_forms(3, 6, [8, 11], 3, 2, true)
+        .iter()
+        .enumerate()
+    {
+        let (lhs, rhs) = operands(case, 1700 + i as u64);
+        let l = Tensor::new(
+            physical(case.lhs_logical(), case.lhs_layout),
+            lhs.iter().map(|&v| v as f32).collect(),
+        );
+        let r = Tensor::new(
+            physical(case.rhs_logical(), case.rhs_layout),
+            rhs.iter().map(|&v| v as f32).collect(),
+        );
+        let oshape = physical(case.out_logical(), case.out_layout);
+        let run = |threads: usize| {
+            rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .unwrap()
+                .install(|| fast::convolution(&l, &r, &case.attrs(), &oshape))
+        };
+        let bits = |t: &Tensor<f32>| t.data.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&run(1)), bits(&run(3)), "case {case:?}");
+    }
+}
+
+#[test]
+fn depthwise_check_rejects_a_dropped_tap_and_a_transposed_kernel() {
+    // Negative controls on the direct path: every form of a stride-2 XLA-SAME
+    // k=3 geometry with (a) one corner tap zeroed and (b) the kernel's
+    // spatial axes swapped (square kernels; the weight-VJP's dy is square
+    // here too) must fail the check the true kernel passes.
+    for case in depthwise_forms(3, 4, [9, 9], 3, 2, true) {
+        let (lhs, rhs) = operands(&case, 1800);
+        assert!(check_with_kernel(&case, &lhs, &rhs, &rhs).is_ok());
+        let rl = case.rhs_logical();
+        let mut dropped = rhs.clone();
+        let mut swapped = rhs.clone();
+        for o in 0..rl[0] {
+            for c in 0..rl[1] {
+                dropped[offset([o, c, 0, 0], rl, case.rhs_layout)] = 0.0;
+                for y in 0..rl[2] {
+                    for x in 0..rl[3] {
+                        swapped[offset([o, c, y, x], rl, case.rhs_layout)] =
+                            rhs[offset([o, c, x, y], rl, case.rhs_layout)];
+                    }
+                }
+            }
+        }
+        let err = check_with_kernel(&case, &lhs, &rhs, &dropped).unwrap_err();
+        assert!(err.starts_with("f32: element"), "{err}");
+        assert!(
+            check_with_kernel(&case, &lhs, &rhs, &swapped).is_err(),
+            "case {case:?}"
+        );
+    }
+}
+
+#[test]
+#[should_panic(expected = "result shape inconsistent")]
+fn depthwise_inconsistent_result_shape_is_a_clear_error() {
+    let mut case = step_forward(1, 2, 2, [5, 5]);
+    case.feature_groups = 2;
+    let l = Tensor::new(vec![1, 2, 5, 5], vec![0f32; 50]);
+    let r = Tensor::new(vec![2, 1, 3, 3], vec![0f32; 18]);
+    let _ = fast::convolution(&l, &r, &case.attrs(), &[1, 2, 6, 6]);
+}
+
+/// `stablehlo.pad` by its definition: result index `low + i·(interior + 1)`
+/// holds operand element `i` where it lies inside; everything else the value.
+fn pad_formula(
+    x: &[f64],
+    shape: &[usize],
+    low: &[i64],
+    interior: &[i64],
+    out: &[usize],
+    v: f64,
+) -> Vec<f64> {
+    let mut r = vec![v; out.iter().product()];
+    for (flat, &val) in x.iter().enumerate() {
+        let mut rem = flat;
+        let mut idx = vec![0usize; shape.len()];
+        for d in (0..shape.len()).rev() {
+            idx[d] = rem % shape[d];
+            rem /= shape[d];
+        }
+        let mut at = 0i64;
+        let mut inside = true;
+        for d in 0..shape.len() {
+            let p = low[d] + idx[d] as i64 * (interior[d] + 1);
+            inside &= p >= 0 && p < out[d] as i64;
+            at = at * out[d] as i64 + p;
+        }
+        if inside {
+            r[at as usize] = val;
+        }
+    }
+    r
+}
+
+#[test]
+fn pad_matches_its_definition() {
+    // The depthwise VJP's dilation (interior 1, high 1), and crops/edges.
+    for (i, (shape, low, high, interior)) in [
+        (
+            vec![2, 3, 4, 5],
+            vec![0, 0, 0, 0],
+            vec![0, 0, 1, 1],
+            vec![0, 0, 1, 1],
+        ),
+        (vec![3, 5, 4], vec![1, -1, 2], vec![-2, 3, 0], vec![0, 2, 1]),
+        (vec![7], vec![-3], vec![-3], vec![0]),
+        (vec![4, 1], vec![2, 0], vec![1, 2], vec![3, 0]),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let out: Vec<usize> = (0..shape.len())
+            .map(|d| {
+                let n = shape[d] as i64;
+                (low[d] + high[d] + n + (n - 1).max(0) * interior[d]) as usize
+            })
+            .collect();
+        let x = data(shape.iter().product(), 1900 + i as u64);
+        let want = pad_formula(&x, &shape, &low, &interior, &out, -0.75);
+        let t32 = Tensor::new(shape.clone(), x.iter().map(|&v| v as f32).collect());
+        let got = fast::pad(&t32, -0.75f32, &low, &interior, &out);
+        assert_eq!(got.shape, out);
+        let got: Vec<f64> = got.data.iter().map(|&v| v as f64).collect();
+        assert_eq!(got, want, "case {i}");
+        let t64 = Tensor::new(shape.clone(), x.clone());
+        assert_eq!(
+            fast::pad(&t64, -0.75, &low, &interior, &out).data,
+            want,
+            "case {i} f64"
+        );
+    }
+}

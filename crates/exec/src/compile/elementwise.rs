@@ -6,7 +6,7 @@ use crate::fused;
 use crate::schedule::{narrow, ConstData, Kind};
 use den::eval::wrap_int;
 use den::Scalar;
-use ir::{CompareType, DenseData, ElemType, Op, OpKind, TensorType};
+use ir::{BinaryOp, CompareType, DenseData, ElemType, Op, OpKind, TensorType};
 use std::rc::Rc;
 
 impl Builder<'_> {
@@ -25,6 +25,18 @@ impl Builder<'_> {
                     return Some(false);
                 }
                 ExprOp::Unary(*u)
+            }
+            // i1 `and`/`or` (ReLU6's two-sided mask): i1 values are 0/1 in
+            // the fused loops, where they are `min`/`max`.
+            OpKind::Binary(b @ (BinaryOp::And | BinaryOp::Or))
+                if tys.len() == 2
+                    && tys.iter().all(|t| t.elem == ElemType::I1)
+                    && rty.elem == ElemType::I1 =>
+            {
+                ExprOp::Binary(match b {
+                    BinaryOp::And => BinaryOp::Minimum,
+                    _ => BinaryOp::Maximum,
+                })
             }
             OpKind::Binary(b) => {
                 if !(tys.len() == 2

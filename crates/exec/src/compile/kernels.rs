@@ -1,4 +1,4 @@
-//! Convolution and dot_general: steps on den's fast kernels. A transposed
+//! Convolution, dot_general and pad: steps on den's fast kernels. A transposed
 //! convolution operand is read in place, its transpose moved into the
 //! dimension numbers.
 
@@ -95,8 +95,52 @@ impl Builder<'_> {
             shape: rshape,
             bias: None,
         };
-        self.push(op, "stablehlo.convolution", 2 * macs as u64, kind);
+        // Grouped convolutions (the depthwise forms) run on their own kernel
+        // (den's direct depthwise path): profiled under their own name.
+        let label = if a.feature_group_count > 1 || a.batch_group_count > 1 {
+            "stablehlo.convolution (grouped)"
+        } else {
+            "stablehlo.convolution"
+        };
+        self.push(op, label, 2 * macs as u64, kind);
         self.defs[op.results[0].0.index()] = Def::Mat;
+        Some(true)
+    }
+
+    /// `pad` of an f32 operand with an f32 scalar (the strided depthwise
+    /// VJPs dilate the output gradient with it; on the generic evaluator it
+    /// cost more than the convolutions that read it).
+    pub(super) fn pad(
+        &mut self,
+        op: &Op,
+        low: &[i64],
+        interior: &[i64],
+        tys: &[TensorType],
+        rty: TensorType,
+        rshape: Vec<usize>,
+    ) -> Option<bool> {
+        if !(tys.len() == 2
+            && tys[0].elem == ElemType::F32
+            && tys[1].elem == ElemType::F32
+            && tys[1].shape.is_empty()
+            && rty.elem == ElemType::F32
+            && interior.iter().all(|&i| i >= 0))
+        {
+            return Some(false);
+        }
+        let value = self.init_of(op.operands[1])?;
+        let input = self.mat_operand(op.operands[0])?;
+        let out = op.results[0].0.index();
+        let kind = Kind::Pad {
+            input,
+            value,
+            low: low.to_vec(),
+            interior: interior.to_vec(),
+            out,
+            shape: rshape,
+        };
+        self.push(op, "stablehlo.pad", 0, kind);
+        self.defs[out] = Def::Mat;
         Some(true)
     }
 

@@ -344,6 +344,7 @@ impl<'f> Builder<'f> {
             OpKind::ReduceWindow(wa) => self.reduce_window(op, wa, &tys, rty, rshape),
             OpKind::SelectAndScatter(sa) => self.select_and_scatter(op, sa, &tys, rty, rshape),
             OpKind::AllReduce { .. } => self.all_reduce(op),
+            OpKind::Pad { low, interior, .. } => self.pad(op, low, interior, &tys, rty, rshape),
             // The generic step: ops with no kernel run alone on den's
             // evaluator inside the plan (`Kind::Generic`), so a plan runs
             // every op the evaluator runs. Ops added to the evaluator without
@@ -352,7 +353,6 @@ impl<'f> Builder<'f> {
             // return.)
             OpKind::Iota { .. }
             | OpKind::Slice { .. }
-            | OpKind::Pad { .. }
             | OpKind::Concatenate { .. }
             | OpKind::Gather(_)
             | OpKind::Scatter(_)

@@ -459,3 +459,120 @@ fn a_bias_after_a_convolution_is_added_by_the_convolution() {
     .unwrap();
     assert!(first_disagreement(&a, &reference.outputs, (1e-5, 1e-5)).is_none());
 }
+
+/// A small depthwise net (net-file text) whose train step holds every form
+/// den's direct depthwise path and the plan's `pad` and i1 `and` serve:
+/// depthwise k 3 and 5, stride 1 and 2, XLA-SAME and symmetric padding,
+/// ReLU6 (two-sided mask: `and`) and swish with squeeze-excite, on an H ≠ W
+/// input (20×17 → 10×9 → 5×5 → 3×3).
+const DEPTHWISE_NET: &str = r#"
+name = "depthwise-agreement"
+input = [3, 20, 17]
+classes = 10
+label_smoothing = "none"
+
+[[layers]]
+name = "stem"
+op = "conv_bn_act"
+k = 3
+stride = 1
+padding = "symmetric"
+out_ch = 8
+act = "relu6"
+world = "batch"
+eps = 0.00001
+
+[[layers]]
+name = "blocks.0"
+op = "inverted_residual"
+expand = 2
+k = 3
+stride = 2
+padding = "xla_same"
+out_ch = 8
+act = "relu6"
+skip = "identity_when_shape_kept"
+world = "batch"
+eps = 0.00001
+
+[[layers]]
+name = "blocks.1"
+op = "inverted_residual"
+expand = 2
+k = 5
+stride = 1
+padding = "symmetric"
+out_ch = 8
+act = "relu6"
+skip = "identity_when_shape_kept"
+world = "batch"
+eps = 0.00001
+
+[[layers]]
+name = "blocks.2"
+op = "mb_conv_se"
+expand = 2
+k = 5
+stride = 2
+padding = "xla_same"
+out_ch = 12
+act = "swish"
+se_divisor = 4
+skip = "identity_when_shape_kept"
+world = "batch"
+eps = 0.00001
+
+[[layers]]
+name = "blocks.3"
+op = "inverted_residual"
+expand = 3
+k = 3
+stride = 2
+padding = "symmetric"
+out_ch = 12
+act = "relu6"
+skip = "identity_when_shape_kept"
+world = "batch"
+eps = 0.00001
+
+[[layers]]
+name = "gap"
+op = "global_avg_pool"
+
+[[layers]]
+name = "fc"
+op = "dense"
+out_f = 10
+bias = true
+"#;
+
+/// (grouped forward/input-VJP convolutions, batch-grouped weight-VJPs, pads,
+/// i1 ands) in a module.
+fn depthwise_forms(m: &Module) -> [usize; 4] {
+    let mut n = [0; 4];
+    for op in m.funcs.iter().flat_map(|f| &f.body.ops) {
+        match &op.kind {
+            ir::OpKind::Convolution(a) if a.feature_group_count > 1 => n[0] += 1,
+            ir::OpKind::Convolution(a) if a.batch_group_count > 1 => n[1] += 1,
+            ir::OpKind::Pad { .. } => n[2] += 1,
+            ir::OpKind::Binary(ir::BinaryOp::And) => n[3] += 1,
+            _ => {}
+        }
+    }
+    n
+}
+
+#[test]
+fn depthwise_steps_agree_with_the_generic_evaluator() {
+    let net = layers::net::NetSpec::from_text(DEPTHWISE_NET, "depthwise-agreement.toml")
+        .expect("the test's net file");
+    for (batch, opt, seed) in [(1, Optimizer::Sgd, 1), (3, Optimizer::AdamW, 2)] {
+        let r = render_step(&net, batch, &StepOptions::new(opt)).expect("render");
+        // Every depthwise conv appears in its three forms; the strided ones
+        // dilate dy with a pad for both VJPs; ReLU6 masks with `and`.
+        let [grouped, batch_grouped, pads, ands] = depthwise_forms(&r.module);
+        assert_eq!((grouped, batch_grouped), (8, 4), "batch {batch}");
+        assert!(pads >= 3 && ands >= 4, "pads {pads}, ands {ands}");
+        assert_step_agrees(&r, &generic(), (REL, REL_ELEM), &[seed]);
+    }
+}
