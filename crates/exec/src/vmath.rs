@@ -12,7 +12,7 @@
 
 const LOG2E: f64 = std::f64::consts::LOG2_E;
 /// ln 2 in two parts: `k·LN2_HI` is exact for the |k| ≤ 1100 used here.
-const LN2_HI: f64 = 6.931_471_803_691_238_2e-1;
+const LN2_HI: f64 = 6.931_471_803_691_238e-1;
 const LN2_LO: f64 = 1.908_214_929_270_587_7e-10;
 /// 1.5·2⁵²: adding it rounds an |x| < 2⁵¹ to an integer held in the low
 /// mantissa bits (round to nearest, no float→int conversion needed).
