@@ -5,13 +5,16 @@
 //!
 //! `cargo run --release -p exec --example step_bench -- [--batch 32,128]
 //! [--reps N] [--no-generic] [--serial] [--net NAME] [--optimizer sgd|nesterov|adamw]
-//! [--steps N] [--in-order] [--list]` (`--steps N` also lists the N slowest
+//! [--steps N] [--in-order] [--list] [--eval]` (`--eval`: the net's eval
+//! forward instead of its train step; `--steps N` also lists the N slowest
 //! steps of the plan, or its first N in execution order; `--list` prints the
 //! schedule: every step with its slots and fused program)
 
 use den::{eval_func, EvalOptions, Tensor, Value};
 use exec::Plan;
-use layers::trainstep::{render_step, Optimizer, SlotKind, StepOptions, StepSignature};
+use layers::trainstep::{
+    render_eval_forward, render_step, Optimizer, SlotKind, StepOptions, StepSignature,
+};
 use std::time::Instant;
 
 /// Deterministic inputs of a train step: images and parameters in
@@ -74,14 +77,24 @@ fn main() {
     let serial = args.iter().any(|a| a == "--serial");
     let in_order = args.iter().any(|a| a == "--in-order");
     let list = args.iter().any(|a| a == "--list");
+    let eval = args.iter().any(|a| a == "--eval");
     let steps_top: usize = opt_val("--steps").map_or(0, |n| n.parse().expect("--steps N"));
     let net = layers::net::by_name(&net_name).expect("a built-in net name");
 
     for b in batches {
-        let r = render_step(&net, b, &StepOptions::new(opt)).expect("render");
+        let r = if eval {
+            render_eval_forward(&net, b).expect("render")
+        } else {
+            render_step(&net, b, &StepOptions::new(opt)).expect("render")
+        };
         let func = r.signature.func.clone();
         let inputs = step_inputs(&r.signature, 7);
-        println!("== {net_name} {} step, batch {b} ==", opt.name());
+        let what = if eval {
+            "eval forward".into()
+        } else {
+            format!("{} step", opt.name())
+        };
+        println!("== {net_name} {what}, batch {b} ==");
 
         let t = Instant::now();
         let mut plan = Plan::compile(&r.module, &func).expect("compile");

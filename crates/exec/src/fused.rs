@@ -5,7 +5,9 @@
 //!
 //! Every op computes exactly what the generic evaluator computes for `f32`
 //! (the non-rational functions go through the same [`Scalar`] methods, so they
-//! are bit-identical); only fused add-reductions sum in a different order.
+//! are bit-identical), except exp, tanh and logistic, whose vectorisable
+//! twins (`crate::vmath`) are within one ulp of it; only fused add-reductions
+//! sum in a different order.
 
 use den::scalar::Scalar;
 use ir::{BinaryOp, CompareDirection, ElemType, UnaryOp};
@@ -644,14 +646,14 @@ fn unary(u: UnaryOp, x: &[f32], out: &mut [f32]) {
         UnaryOp::Ceil => map1(x, out, |x| x.ceil()),
         UnaryOp::Sign => map1(x, out, Scalar::sign),
         UnaryOp::RoundNearestEven => map1(x, out, |x| x.round_ties_even()),
-        UnaryOp::Exponential => map1(x, out, |x| Scalar::exp(x).unwrap_or(f32::NAN)),
+        UnaryOp::Exponential => map1(x, out, |&x| crate::vmath::exp(x)),
         UnaryOp::ExponentialMinusOne => map1(x, out, |x| Scalar::expm1(x).unwrap_or(f32::NAN)),
         UnaryOp::Log => map1(x, out, |x| Scalar::log(x).unwrap_or(f32::NAN)),
         UnaryOp::LogPlusOne => map1(x, out, |x| Scalar::log1p(x).unwrap_or(f32::NAN)),
         UnaryOp::Rsqrt => map1(x, out, |x| Scalar::rsqrt(x).unwrap_or(f32::NAN)),
         UnaryOp::Cbrt => map1(x, out, |x| Scalar::cbrt(x).unwrap_or(f32::NAN)),
-        UnaryOp::Tanh => map1(x, out, |x| Scalar::tanh(x).unwrap_or(f32::NAN)),
-        UnaryOp::Logistic => map1(x, out, |x| Scalar::logistic(x).unwrap_or(f32::NAN)),
+        UnaryOp::Tanh => map1(x, out, |&x| crate::vmath::tanh(x)),
+        UnaryOp::Logistic => map1(x, out, |&x| crate::vmath::logistic(x)),
         UnaryOp::Sine => map1(x, out, |x| Scalar::sin(x).unwrap_or(f32::NAN)),
         UnaryOp::Cosine => map1(x, out, |x| Scalar::cos(x).unwrap_or(f32::NAN)),
         UnaryOp::Erf => map1(x, out, |x| Scalar::erf(x).unwrap_or(f32::NAN)),

@@ -1,24 +1,50 @@
 //! Fast `stablehlo.dot_general` (f32/f64): each operand is viewed as a batched matrix
-//! (`lhs [B, M, K]`, `rhs [B, K, N]`) through strides when its dimension groups
-//! allow it (transposed weights need no copy), otherwise through a permuted copy;
-//! each batch is one GEMM into the `[batch…, lhs free…, rhs free…]` result.
+//! (`lhs [batch…, M, K]`, `rhs [batch…, K, N]`) through strides — the batch
+//! dimensions each keep their own stride, so an operand whose batch dimensions
+//! are interleaved with its matrix ones (attention's `[B, T, H, D]` read as
+//! `[B, H, T, D]`) needs no copy; the row and column groups must each be one
+//! strided axis, else the operand is copied into `[batch…, rows…, cols…]`.
+//! Each batch is one GEMM into the `[batch…, lhs free…, rhs free…]` result;
+//! batches of small GEMMs run in parallel (one GEMM per thread), large ones
+//! one after the other on the GEMM's own threads.
 
 use super::float::FastFloat;
 use super::gemm::{matmul, MatRef};
 use super::layout::{dim_index, merged_axis, permute};
 use crate::tensor::Tensor;
+use rayon::prelude::*;
 use std::borrow::Cow;
 
-/// A tensor viewed as `[batch, rows, cols]` with one stride per axis.
+/// Below this `m·k + k·n` the GEMM runs on one thread (matrixmultiply's own
+/// threading heuristic starts at 2¹⁵), so a batch of them is split over threads.
+const SMALL_GEMM: usize = 1 << 15;
+
+/// Least batched work (multiply-adds) worth splitting over threads.
+const PAR_MIN_MACS: usize = 1 << 16;
+
+/// A tensor viewed as `[batch…, rows, cols]`: one `(size, stride)` per batch
+/// dimension, one stride per matrix axis.
 struct BatchedView<'a, T: Clone> {
     data: Cow<'a, [T]>,
-    batch_stride: usize,
+    batch: Vec<(usize, usize)>,
     row_stride: usize,
     col_stride: usize,
 }
 
+impl<T: Clone> BatchedView<'_, T> {
+    /// Offset of batch number `i` (row-major over the batch dimensions).
+    fn batch_offset(&self, mut i: usize) -> usize {
+        let mut off = 0;
+        for &(n, s) in self.batch.iter().rev() {
+            off += (i % n) * s;
+            i /= n;
+        }
+        off
+    }
+}
+
 /// Views `t` with dimension groups `batch`, `rows`, `cols` as a batched matrix,
-/// copying into that order only when some group is not one strided axis.
+/// copying into that order only when `rows` or `cols` is not one strided axis.
 fn batched_view<'a, T: FastFloat>(
     t: &'a Tensor<T>,
     batch: &[usize],
@@ -26,14 +52,17 @@ fn batched_view<'a, T: FastFloat>(
     cols: &[usize],
 ) -> BatchedView<'a, T> {
     let strides = t.strides();
-    if let (Some(b), Some(r), Some(c)) = (
-        merged_axis(&t.shape, &strides, batch),
+    if let (Some(r), Some(c)) = (
         merged_axis(&t.shape, &strides, rows),
         merged_axis(&t.shape, &strides, cols),
     ) {
         return BatchedView {
             data: Cow::Borrowed(&t.data),
-            batch_stride: b.1,
+            batch: batch
+                .iter()
+                .filter(|&&d| t.shape[d] != 1)
+                .map(|&d| (t.shape[d], strides[d]))
+                .collect(),
             row_stride: r.1,
             col_stride: c.1,
         };
@@ -41,9 +70,10 @@ fn batched_view<'a, T: FastFloat>(
     let perm: Vec<usize> = batch.iter().chain(rows).chain(cols).copied().collect();
     let n_rows: usize = rows.iter().map(|&d| t.shape[d]).product();
     let n_cols: usize = cols.iter().map(|&d| t.shape[d]).product();
+    let n_batch: usize = batch.iter().map(|&d| t.shape[d]).product();
     BatchedView {
         data: permute(&t.data, &t.shape, &perm),
-        batch_stride: n_rows * n_cols,
+        batch: vec![(n_batch, n_rows * n_cols)],
         row_stride: n_cols,
         col_stride: 1,
     }
@@ -79,7 +109,12 @@ pub(crate) fn dot_general<T: FastFloat>(
         size(lhs, &lc),
         size(rhs, &rf),
     );
-    assert_eq!(nb, size(rhs, &rb), "dot_general batch sizes");
+    assert!(
+        lb.iter()
+            .zip(&rb)
+            .all(|(&l, &r)| lhs.shape[l] == rhs.shape[r]),
+        "dot_general batch sizes"
+    );
     assert_eq!(k, size(rhs, &rc), "dot_general contracting sizes");
     let expected: Vec<usize> = lb
         .iter()
@@ -96,22 +131,31 @@ pub(crate) fn dot_general<T: FastFloat>(
     }
     let a = batched_view(lhs, &lb, &lf, &lc);
     let b = batched_view(rhs, &rb, &rc, &rf);
-    for i in 0..nb {
+    let one = |i: usize, c: &mut [T]| {
         let a_mat = MatRef {
-            data: &a.data[i * a.batch_stride..],
+            data: &a.data[a.batch_offset(i)..],
             rows: m,
             cols: k,
             row_stride: a.row_stride,
             col_stride: a.col_stride,
         };
         let b_mat = MatRef {
-            data: &b.data[i * b.batch_stride..],
+            data: &b.data[b.batch_offset(i)..],
             rows: k,
             cols: n,
             row_stride: b.row_stride,
             col_stride: b.col_stride,
         };
-        matmul(a_mat, b_mat, &mut out[i * m * n..(i + 1) * m * n], n);
+        matmul(a_mat, b_mat, c, n);
+    };
+    if nb > 1 && m * k + k * n < SMALL_GEMM && nb * m * k * n >= PAR_MIN_MACS {
+        out.par_chunks_mut(m * n)
+            .enumerate()
+            .for_each(|(i, c)| one(i, c));
+    } else {
+        out.chunks_mut(m * n)
+            .enumerate()
+            .for_each(|(i, c)| one(i, c));
     }
     Tensor::new(out_shape.to_vec(), out)
 }

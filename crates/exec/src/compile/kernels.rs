@@ -156,11 +156,30 @@ impl Builder<'_> {
         if !(tys.len() == 2 && tys.iter().all(kernel_operand) && rty.elem == ElemType::F32) {
             return Some(false);
         }
-        let (lhs, rhs) = (
-            self.mat_operand(op.operands[0])?,
-            self.mat_operand(op.operands[1])?,
-        );
-        let k: usize = dd
+        // Transposed operands (attention's split heads, a weight's transpose)
+        // are read in place, the transpose moved into the dimension numbers.
+        let mut dims = dd.clone();
+        let lhs = match self.permuted_slot(op.operands[0]) {
+            Some((slot, shape, q)) if free_in_order(&q, &dd.lhs_batch, &dd.lhs_contracting) => {
+                relabel(
+                    &q,
+                    dims.lhs_batch.iter_mut().chain(&mut dims.lhs_contracting),
+                );
+                (slot, shape)
+            }
+            _ => self.mat_operand(op.operands[0])?,
+        };
+        let rhs = match self.permuted_slot(op.operands[1]) {
+            Some((slot, shape, q)) if free_in_order(&q, &dd.rhs_batch, &dd.rhs_contracting) => {
+                relabel(
+                    &q,
+                    dims.rhs_batch.iter_mut().chain(&mut dims.rhs_contracting),
+                );
+                (slot, shape)
+            }
+            _ => self.mat_operand(op.operands[1])?,
+        };
+        let k: usize = dims
             .lhs_contracting
             .iter()
             .map(|&d| lhs.1.get(d.max(0) as usize).copied().unwrap_or(1))
@@ -169,7 +188,7 @@ impl Builder<'_> {
         let kind = Kind::Dot {
             lhs,
             rhs,
-            dims: dd.clone(),
+            dims,
             out: op.results[0].0.index(),
             shape: rshape,
         };
@@ -185,4 +204,16 @@ fn relabel<'a>(q: &[usize], dims: impl Iterator<Item = &'a mut i64>) {
     for d in dims {
         *d = q[*d as usize] as i64;
     }
+}
+
+/// Whether an operand read through the transpose `q` keeps its free
+/// dimensions (those neither batch nor contracting) in order: the result lays
+/// them out in dimension order, so a transpose that reorders them cannot move
+/// into the dimension numbers.
+fn free_in_order(q: &[usize], batch: &[i64], contracting: &[i64]) -> bool {
+    let free: Vec<usize> = (0..q.len())
+        .filter(|&d| !batch.contains(&(d as i64)) && !contracting.contains(&(d as i64)))
+        .map(|d| q[d])
+        .collect();
+    free.windows(2).all(|w| w[0] < w[1])
 }
