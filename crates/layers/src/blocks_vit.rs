@@ -206,6 +206,29 @@ impl VitBlockSpec {
         drop_path: bool,
         swap: LayerSwap,
     ) -> Result<VitBlock, LayerError> {
+        let (attn, mlp) = self.branches(dim, swap)?;
+        let body = Chain {
+            layers: vec![
+                ("attn".into(), residual(attn, drop_path)),
+                ("mlp".into(), residual(mlp, drop_path)),
+            ],
+        };
+        Ok(VitBlock {
+            label: format!(
+                "vit block D={dim} heads={} mlp={} ε={:e}{}",
+                self.heads,
+                self.mlp,
+                self.eps,
+                if drop_path { " +drop-path" } else { "" }
+            ),
+            body: Box::new(body),
+        })
+    }
+
+    /// The two residual branches alone, `(attn, mlp)`: `norm`, `mhsa`, then
+    /// `norm`, `fc1`, `act`, `fc2` (each layer through `swap` by its
+    /// block-wide name).
+    pub fn branches(&self, dim: i64, swap: LayerSwap) -> Result<(Chain, Chain), LayerError> {
         let what = "vit block";
         check_positive(
             what,
@@ -253,23 +276,7 @@ impl VitBlockSpec {
             }),
         );
         mlp.push("fc2", dense(self.mlp, dim));
-        let mlp = mlp.chain;
-        let body = Chain {
-            layers: vec![
-                ("attn".into(), residual(attn, drop_path)),
-                ("mlp".into(), residual(mlp, drop_path)),
-            ],
-        };
-        Ok(VitBlock {
-            label: format!(
-                "vit block D={dim} heads={} mlp={} ε={:e}{}",
-                self.heads,
-                self.mlp,
-                self.eps,
-                if drop_path { " +drop-path" } else { "" }
-            ),
-            body: Box::new(body),
-        })
+        Ok((attn, mlp.chain))
     }
 }
 
