@@ -428,6 +428,12 @@ pub fn certify_net(args: &NetArgs) -> Result<u8> {
     if args.batch < 1 {
         bail!("--batch must be at least 1");
     }
+    if let Some(rate) = args.drop_path {
+        // Refused before anything is printed: a bad rate, a net without sites.
+        layers::droppath::validate_rate(rate).map_err(|e| anyhow::anyhow!("{e}"))?;
+        cert::drop_path::certificate_masks(&net, args.batch, rate, args.seed)
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+    }
     let mut opts = cert::net_tie_options(args.seed);
     if let Some(p) = args.probes {
         opts.probes = p.max(1);
@@ -454,7 +460,6 @@ bisection; each block row shows the joint identity's discrepancy",
     let c = match args.drop_path {
         None => cert::certify_net(&net, args.batch, &opts),
         Some(rate) => {
-            layers::droppath::validate_rate(rate).map_err(|e| anyhow::anyhow!("{e}"))?;
             print_drop_path_plan(&net, args.batch, rate, opts.seed)?;
             cert::drop_path::certify_net_drop_path(&net, args.batch, rate, &opts)
         }

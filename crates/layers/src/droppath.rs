@@ -218,7 +218,7 @@ impl FixedKeeps {
                 }
                 let data = DenseData::Float(k.iter().map(|&v| f64::from(v)).collect());
                 let ty = TensorType::f32(vec![n]);
-                Ok(fb.push1(OpKind::Constant(data), &[], Some(ty))?)
+                fb.push1(OpKind::Constant(data), &[], Some(ty))
             })
             .collect()
     }
