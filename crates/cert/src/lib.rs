@@ -4,6 +4,7 @@
 
 pub mod bound;
 pub mod dp;
+pub mod drop_path;
 pub mod net;
 pub mod pair;
 pub mod probe;

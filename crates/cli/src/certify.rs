@@ -276,6 +276,8 @@ pub struct NetArgs<'a> {
     pub probes: Option<usize>,
     pub points: Option<usize>,
     pub json: Option<&'a Path>,
+    /// Certify the stochastic-depth render at this maximum drop rate.
+    pub drop_path: Option<f64>,
 }
 
 /// One row per block: probes, largest relative discrepancy, verdict.
@@ -426,6 +428,12 @@ pub fn certify_net(args: &NetArgs) -> Result<u8> {
     if args.batch < 1 {
         bail!("--batch must be at least 1");
     }
+    if let Some(rate) = args.drop_path {
+        // Refused before anything is printed: a bad rate, a net without sites.
+        layers::droppath::validate_rate(rate).map_err(|e| anyhow::anyhow!("{e}"))?;
+        cert::drop_path::certificate_masks(&net, args.batch, rate, args.seed)
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+    }
     let mut opts = cert::net_tie_options(args.seed);
     if let Some(p) = args.probes {
         opts.probes = p.max(1);
@@ -449,7 +457,14 @@ probability 0 unless its error is below that tolerance; a failure is localised t
 bisection; each block row shows the joint identity's discrepancy",
         opts.points, opts.probes, opts.f64_tolerance
     );
-    let c = cert::certify_net(&net, args.batch, &opts).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let c = match args.drop_path {
+        None => cert::certify_net(&net, args.batch, &opts),
+        Some(rate) => {
+            print_drop_path_plan(&net, args.batch, rate, opts.seed)?;
+            cert::drop_path::certify_net_drop_path(&net, args.batch, rate, &opts)
+        }
+    }
+    .map_err(|e| anyhow::anyhow!("{e}"))?;
     println!();
     println!(
         "{:<6} {:<26} {:>6} {:>12}  verdict",
@@ -503,9 +518,12 @@ bisection; each block row shows the joint identity's discrepancy",
     println!("{}", tie_verdict_line("parameter ties (loss)", &c.params));
     let ok = c.certified();
     println!(
-        "{}: {} at N={} ({} sites, smallest margin {:.3e}; {:.1} s)",
+        "{}: {}{} at N={} ({} sites, smallest margin {:.3e}; {:.1} s)",
         if ok { "CERTIFIED" } else { "NOT CERTIFIED" },
         net.name,
+        args.drop_path
+            .map(|r| format!(" --drop-path {r}"))
+            .unwrap_or_default(),
         args.batch,
         c.params.site_margins.len(),
         sites_min,
@@ -517,6 +535,7 @@ bisection; each block row shows the joint identity's discrepancy",
             "net": net.name,
             "batch": args.batch,
             "seed": args.seed,
+            "drop_path": args.drop_path,
             "parameter_tensors": tensors,
             "parameter_floats": floats,
             "f64_tolerance": opts.f64_tolerance,
@@ -531,6 +550,43 @@ bisection; each block row shows the joint identity's discrepancy",
         println!("certificate written to {}", path.display());
     }
     Ok(if ok { 0 } else { 1 })
+}
+
+/// What a drop-path certificate ties: the sites, their keep probabilities
+/// and the masks the parameter ties hold fixed.
+fn print_drop_path_plan(
+    net: &layers::net::NetSpec,
+    batch: i64,
+    rate: f64,
+    seed: u64,
+) -> Result<()> {
+    let sites = net
+        .drop_path_sites(rate)
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let masks = cert::drop_path::certificate_masks(net, batch, rate, seed)
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    println!(
+        "drop path {rate}: {} keep inputs [N] (keep {:.4} … {:.4} on the net's ramp); the logits tie \
+takes them as tie blocks (rows d…drop_path), the parameter ties hold them fixed at one draw \
+(seed {seed}; 0 or 1/keep per example):",
+        sites.len(),
+        sites.first().map_or(1.0, |s| s.keep),
+        sites.last().map_or(1.0, |s| s.keep),
+    );
+    let dropped: usize = masks.iter().flatten().filter(|&&k| k == 0.0).count();
+    let shown: Vec<String> = sites
+        .iter()
+        .zip(&masks)
+        .take(4)
+        .map(|(s, m)| format!("{} {m:?}", s.name))
+        .collect();
+    println!(
+        "  {}{}; {dropped} of {} branch-examples dropped",
+        shown.join(", "),
+        if sites.len() > 4 { ", …" } else { "" },
+        sites.len() as i64 * batch
+    );
+    Ok(())
 }
 
 /// The verdict's evidence line for a net without kink sites (ConvNeXt: no

@@ -90,6 +90,12 @@ enum Command {
         /// Write the certificate (every tie, margin, evidence, timing) as JSON.
         #[arg(long)]
         json: Option<PathBuf>,
+        /// NET: certify the stochastic-depth render at maximum drop rate RATE
+        /// (REFERENCE §2.15, as `render --drop-path`): the logits tie takes
+        /// the keep inputs as tie blocks, the parameter ties hold them fixed
+        /// at one seeded draw of the masks on the net's ramp.
+        #[arg(long, value_name = "RATE")]
+        drop_path: Option<f64>,
     },
     /// Render a built-in net's fused train step (forward, loss, backward,
     /// optimizer) or its eval forward as StableHLO text, derived from its NetSpec.
@@ -264,6 +270,7 @@ fn main() -> ExitCode {
             points,
             seed,
             json,
+            drop_path,
             ..
         } => certify::certify_net(&certify::NetArgs {
             net: &net,
@@ -272,6 +279,7 @@ fn main() -> ExitCode {
             probes,
             points,
             json: json.as_deref(),
+            drop_path,
         })
         .and_then(|code| {
             if code == 0 {
@@ -280,6 +288,12 @@ fn main() -> ExitCode {
                 Err(Exit(code).into())
             }
         }),
+        Command::Certify {
+            drop_path: Some(_),
+            ..
+        } => Err(anyhow::anyhow!(
+            "--drop-path: certifies a net's stochastic-depth render; give a NET (e.g. `certgrad certify vit-tiny --drop-path 0.1`)"
+        )),
         Command::Certify {
             op,
             all_ops,

@@ -136,6 +136,7 @@ mod tests {
             probes: None,
             points: None,
             json: Some(&out),
+            drop_path: None,
         })
         .unwrap();
         assert_eq!(code, 0);
@@ -158,6 +159,7 @@ mod tests {
             probes: None,
             points: None,
             json: None,
+            drop_path: None,
         })
         .is_err());
     }

@@ -43,7 +43,8 @@ pub struct RecipeArgs {
     /// Stochastic depth at maximum drop rate RATE (REFERENCE §2.15): each
     /// drop-path block's branch is scaled per example by a graph input dp{i}
     /// [B] (1/keep or 0, drawn on the host each step; keep on the net's
-    /// linear ramp, ConvNeXt 1 − RATE·i/17).
+    /// linear ramp, ConvNeXt 1 − RATE·i/17; ViT both sub-layers of block i,
+    /// each its own input, 1 − RATE·i/11).
     #[arg(long, value_name = "RATE")]
     pub drop_path: Option<f64>,
 }

@@ -152,9 +152,7 @@ impl ResidualBlock {
                      ({in_ch}→{out_ch}, stride {stride}); project the skip"
                 )));
             }
-            Box::new(Residual {
-                body: Box::new(main.chain),
-            })
+            Box::new(Residual::new(Box::new(main.chain)))
         };
         Ok(ResidualBlock {
             label,

@@ -3,8 +3,8 @@
 //! block (depthwise k×k with bias → channel LN → 1×1 c→t·c → GELU → 1×1
 //! t·c→c → layer scale γ, inside an identity skip) and the downsample
 //! (channel LN → k×k/s`k` conv with bias). Each is a `Chain` of per-op
-//! layers (the block's wrapped in a `Residual`, or in a `DropPathResidual`
-//! when the net is built with stochastic depth), so its backward map is the
+//! layers (the block's wrapped in a `Residual`, with its per-example keep
+//! scale when the net is built with stochastic depth), so its backward map is the
 //! composition of certified leaf backwards; nothing block-specific is
 //! hand-written here.
 //!
@@ -16,7 +16,6 @@
 
 use crate::blocks_mobile::LayerSwap;
 use crate::combinators::{Chain, Residual};
-use crate::droppath::DropPathResidual;
 use crate::emit::EmitResult;
 use crate::layer::{CertLayer, Grads, LayerError, ParamSpec, Saved, Sites};
 use crate::ops::activation::{Gelu, GeluForm};
@@ -216,7 +215,7 @@ impl ConvNextBlockSpec {
 
     /// Layers `dw`, `norm`, `fc1`, `act`, `fc2`, `scale` (the branch),
     /// inside the skip; with `drop_path`, the branch is scaled per example
-    /// by a keep input (`DropPathResidual`, REFERENCE §2.15) instead.
+    /// by a keep input (`Residual::with_drop_path`, REFERENCE §2.15) instead.
     pub fn build_with(
         &self,
         ch: i64,
@@ -225,11 +224,7 @@ impl ConvNextBlockSpec {
     ) -> Result<ConvNextBlock, LayerError> {
         let mid = ch * self.expand;
         let body: Box<dyn CertLayer> = Box::new(self.branch(ch, swap)?);
-        let body: Box<dyn CertLayer> = if drop_path {
-            Box::new(DropPathResidual { body })
-        } else {
-            Box::new(Residual { body })
-        };
+        let body: Box<dyn CertLayer> = Box::new(Residual { body, drop_path });
         Ok(ConvNextBlock {
             label: format!(
                 "convnext block dw{k}×{k} {:?} {ch}→{mid}→{ch} {:?} ln ε={:e} γ₀={:e}{}",

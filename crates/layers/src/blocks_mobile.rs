@@ -159,9 +159,7 @@ impl<'a> Stages<'a> {
     /// The block, with an identity skip around the chain when `skip`.
     fn finish(self, label: String, skip: bool) -> MobileBlock {
         let body: Box<dyn CertLayer> = if skip {
-            Box::new(Residual {
-                body: Box::new(self.chain),
-            })
+            Box::new(Residual::new(Box::new(self.chain)))
         } else {
             Box::new(self.chain)
         };

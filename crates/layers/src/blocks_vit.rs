@@ -83,10 +83,13 @@ impl CertLayer for ClsToken {
 // ---------------------------------------------------------------------------
 
 /// A residual sub-layer `x + branch(x)`: the one place a ViT block adds its
-/// skip (stochastic depth scales `branch` here).
-pub fn residual(branch: Chain) -> Box<dyn CertLayer> {
+/// skip; with `drop_path`, `x + keep[n]·branch(x)` with the sub-layer's own
+/// per-example keep input (REFERENCE §2.15: both sub-layers of a block are
+/// drop-path sites, each with its own draw at the block's keep probability).
+pub fn residual(branch: Chain, drop_path: bool) -> Box<dyn CertLayer> {
     Box::new(Residual {
         body: Box::new(branch),
+        drop_path,
     })
 }
 
@@ -190,12 +193,42 @@ pub struct VitBlockSpec {
 
 impl VitBlockSpec {
     pub fn build(&self, dim: i64) -> Result<VitBlock, LayerError> {
-        self.build_with(dim, &mut |_, l| l)
+        self.build_with(dim, false, &mut |_, l| l)
     }
 
     /// The block with each layer passed through `swap` (by its block-wide
-    /// name, `attn.mhsa`, `mlp.act`, …) as it is built.
-    pub fn build_with(&self, dim: i64, swap: LayerSwap) -> Result<VitBlock, LayerError> {
+    /// name, `attn.mhsa`, `mlp.act`, …) as it is built; with `drop_path`
+    /// each residual branch takes a keep input (`attn.drop_path`,
+    /// `mlp.drop_path`, after that sub-layer's parameters).
+    pub fn build_with(
+        &self,
+        dim: i64,
+        drop_path: bool,
+        swap: LayerSwap,
+    ) -> Result<VitBlock, LayerError> {
+        let (attn, mlp) = self.branches(dim, swap)?;
+        let body = Chain {
+            layers: vec![
+                ("attn".into(), residual(attn, drop_path)),
+                ("mlp".into(), residual(mlp, drop_path)),
+            ],
+        };
+        Ok(VitBlock {
+            label: format!(
+                "vit block D={dim} heads={} mlp={} ε={:e}{}",
+                self.heads,
+                self.mlp,
+                self.eps,
+                if drop_path { " +drop-path" } else { "" }
+            ),
+            body: Box::new(body),
+        })
+    }
+
+    /// The two residual branches alone, `(attn, mlp)`: `norm`, `mhsa`, then
+    /// `norm`, `fc1`, `act`, `fc2` (each layer through `swap` by its
+    /// block-wide name).
+    pub fn branches(&self, dim: i64, swap: LayerSwap) -> Result<(Chain, Chain), LayerError> {
         let what = "vit block";
         check_positive(
             what,
@@ -243,20 +276,7 @@ impl VitBlockSpec {
             }),
         );
         mlp.push("fc2", dense(self.mlp, dim));
-        let mlp = mlp.chain;
-        let body = Chain {
-            layers: vec![
-                ("attn".into(), residual(attn)),
-                ("mlp".into(), residual(mlp)),
-            ],
-        };
-        Ok(VitBlock {
-            label: format!(
-                "vit block D={dim} heads={} mlp={} ε={:e}",
-                self.heads, self.mlp, self.eps
-            ),
-            body: Box::new(body),
-        })
+        Ok((attn, mlp.chain))
     }
 }
 
@@ -393,6 +413,32 @@ mod tests {
     }
 
     #[test]
+    fn drop_path_gives_each_sub_layer_its_own_keep_input() {
+        let spec = VitBlockSpec {
+            heads: 2,
+            mlp: 16,
+            eps: 1e-5,
+        };
+        let b = spec.build_with(8, true, &mut |_, l| l).unwrap();
+        let ps = b.params(&TensorType::f32(vec![3, 5, 8]));
+        assert_eq!(ps.len(), 18);
+        assert_eq!(ps[10].name, "attn.drop_path");
+        assert_eq!(ps[17].name, "mlp.drop_path");
+        assert_eq!(
+            (ps[10].ty.shape.clone(), ps[17].ty.shape.clone()),
+            (vec![3], vec![3])
+        );
+        // Without drop path, the plain block's 16 parameters in the same order.
+        let plain: Vec<String> = names(&spec.build(8).unwrap(), &[3, 5, 8]);
+        let kept: Vec<String> = ps
+            .into_iter()
+            .map(|p| p.name)
+            .filter(|n| !n.ends_with("drop_path"))
+            .collect();
+        assert_eq!(kept, plain);
+    }
+
+    #[test]
     fn swap_sees_block_wide_names() {
         let mut seen = Vec::new();
         VitBlockSpec {
@@ -400,7 +446,7 @@ mod tests {
             mlp: 4,
             eps: 1e-5,
         }
-        .build_with(2, &mut |name, l| {
+        .build_with(2, false, &mut |name, l| {
             seen.push(name.to_string());
             l
         })

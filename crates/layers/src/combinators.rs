@@ -1,9 +1,12 @@
 //! Composition of CertLayers: `Chain` (and its two-layer case `compose`),
-//! `Residual` and `Projection`. The second layer's backward is built at the
-//! FIRST layer's output; a residual's backward is `body.back(e) + e`.
+//! `Residual` (optionally with a per-example stochastic-depth keep scale on
+//! its branch) and `Projection`. The second layer's backward is built at the
+//! FIRST layer's output; a residual's backward is `body.back(e) + e`
+//! (`body.back(keep⊙e) + e` with drop path).
 
+use crate::droppath::KEEP_NAME;
 use crate::emit::{Emit, EmitResult};
-use crate::layer::{BlockBn, CertLayer, Grads, LayerError, ParamSpec, Saved, Sites};
+use crate::layer::{BlockBn, CertLayer, Grads, Init, LayerError, ParamSpec, Saved, Sites};
 use ir::{FuncBuilder, TensorType, ValueId};
 
 /// Layers run in list order; each has a name that scopes its kink sites and
@@ -150,26 +153,83 @@ impl CertLayer for Chain {
     }
 }
 
-/// `y = body(x) + x`.
+/// `y = body(x) + x`; with `drop_path`, stochastic depth as a graph input
+/// (REFERENCE §2.15): `y = x + keep[n]·body(x)` with `keep [N]` a
+/// per-example input, the layer's last parameter (local name
+/// [`KEEP_NAME`]; 1/p or 0 at train time, p the keep probability; keep 1 is
+/// the plain skip). Backward: `dx = body.back(keep⊙dy) + dy`, the body's
+/// parameter gradients at that cotangent, and
+/// `dkeep[n] = Σ_{c,h,w} body(x)⊙dy` (computed honestly; the render
+/// discards it).
 pub struct Residual {
     pub body: Box<dyn CertLayer>,
+    /// Whether the branch takes a per-example keep scale.
+    pub drop_path: bool,
+}
+
+impl Residual {
+    /// The plain identity skip.
+    pub fn new(body: Box<dyn CertLayer>) -> Self {
+        Residual {
+            body,
+            drop_path: false,
+        }
+    }
+
+    /// The skip with its branch scaled by a keep input.
+    pub fn with_drop_path(body: Box<dyn CertLayer>) -> Self {
+        Residual {
+            body,
+            drop_path: true,
+        }
+    }
+
+    /// `(the keep input, the body's parameters)`.
+    fn split<'a>(&self, params: &'a [ValueId]) -> (Option<ValueId>, &'a [ValueId]) {
+        match params.split_last() {
+            Some((keep, body)) if self.drop_path => (Some(*keep), body),
+            _ => (None, params),
+        }
+    }
+
+    /// `keep` broadcast over the shape of `like` along the batch axis.
+    fn keep_like(fb: &mut FuncBuilder, keep: ValueId, like: ValueId) -> EmitResult<ValueId> {
+        let shape = fb.shape(like);
+        fb.bcast(keep, &[0], &shape)
+    }
 }
 
 impl CertLayer for Residual {
     fn name(&self) -> String {
-        format!("residual[{}]", self.body.name())
+        let kind = if self.drop_path {
+            "drop_path_residual"
+        } else {
+            "residual"
+        };
+        format!("{kind}[{}]", self.body.name())
     }
     fn output_type(&self, input: &TensorType) -> Result<TensorType, LayerError> {
         let out = self.body.output_type(input)?;
         if &out != input {
+            let kind = if self.drop_path {
+                "drop-path residual"
+            } else {
+                "residual"
+            };
             return Err(LayerError(format!(
-                "residual: body maps {input} to {out}; a skip connection needs equal types"
+                "{kind}: body maps {input} to {out}; a skip connection needs equal types"
             )));
         }
         Ok(out)
     }
+    /// The body's (unprefixed), then with `drop_path` the keep input `[N]`.
     fn params(&self, input: &TensorType) -> Vec<ParamSpec> {
-        self.body.params(input)
+        let mut ps = self.body.params(input);
+        if self.drop_path {
+            let n = input.shape.first().copied().unwrap_or(1);
+            ps.push(ParamSpec::f32(KEEP_NAME, &[n], Init::Ones));
+        }
+        ps
     }
     /// The body's, unprefixed (so are its parameters).
     fn batch_norms(&self) -> Vec<BlockBn> {
@@ -186,8 +246,16 @@ impl CertLayer for Residual {
         params: &[ValueId],
         sites: &mut Sites,
     ) -> EmitResult<Saved> {
-        let s = self.body.forward(fb, x, params, sites)?;
-        let y = fb.add(s.output(), x)?;
+        let (keep, body_params) = self.split(params);
+        let s = self.body.forward(fb, x, body_params, sites)?;
+        let y = match keep {
+            Some(keep) => {
+                let k = Self::keep_like(fb, keep, s.output())?;
+                let scaled = fb.mul(k, s.output())?;
+                fb.add(scaled, x)?
+            }
+            None => fb.add(s.output(), x)?,
+        };
         Ok(Saved {
             output: Some(y),
             values: Vec::new(),
@@ -202,12 +270,29 @@ impl CertLayer for Residual {
         saved: &Saved,
         dy: ValueId,
     ) -> EmitResult<Grads> {
-        let g = self.body.backward(fb, x, params, &saved.children[0], dy)?;
+        let (keep, body_params) = self.split(params);
+        let Some(keep) = keep else {
+            let g = self.body.backward(fb, x, params, &saved.children[0], dy)?;
+            let dx = fb.add(g.dx, dy)?;
+            return Ok(Grads {
+                dx,
+                dparams: g.dparams,
+            });
+        };
+        let branch = saved.children[0].output();
+        let k = Self::keep_like(fb, keep, dy)?;
+        let dbranch = fb.mul(k, dy)?;
+        let g = self
+            .body
+            .backward(fb, x, body_params, &saved.children[0], dbranch)?;
         let dx = fb.add(g.dx, dy)?;
-        Ok(Grads {
-            dx,
-            dparams: g.dparams,
-        })
+        let bd = fb.mul(branch, dy)?;
+        let rank = fb.shape(dy).len() as i64;
+        let rest: Vec<i64> = (1..rank).collect();
+        let dkeep = fb.reduce_sum(bd, &rest)?;
+        let mut dparams = g.dparams;
+        dparams.push(dkeep);
+        Ok(Grads { dx, dparams })
     }
 }
 

@@ -1,109 +1,24 @@
-//! Stochastic depth ("drop path", REFERENCE §2.15) as graph inputs: a
-//! residual whose branch is scaled per example by a keep input
-//! (`DropPathResidual`), the linear ramp of keep probabilities over a net's
+//! Stochastic depth ("drop path", REFERENCE §2.15) as graph inputs: the
+//! keep input's name (the residual whose branch it scales is
+//! `combinators::Residual::with_drop_path`), the linear ramp of keep probabilities over a net's
 //! drop-path blocks, and the host-side draw of the keep scales. The keep
 //! scales are fixed inputs of the step (drawn on the host each step), so the
 //! rendered step stays a deterministic function and certifies like any
 //! other: the keep input is a parameter slot of the layer (like the loss's
 //! target), its gradient is computed honestly and discarded by the render.
+//! `FixedKeeps` holds the keeps at one draw instead (constants), the
+//! function the step computes at that draw.
 
 use crate::combinators::Chain;
 use crate::emit::{Emit, EmitResult};
-use crate::layer::{BlockBn, CertLayer, Grads, Init, LayerError, ParamSpec, Saved, Sites};
+use crate::layer::{BlockBn, CertLayer, Grads, LayerError, ParamSpec, Saved, Sites};
 use crate::net::{build_chain, BuildCtx, NetSpec};
 use ir::rng::Rng;
-use ir::{FuncBuilder, TensorType, ValueId};
+use ir::{DenseData, FuncBuilder, OpKind, TensorType, ValueId};
 
 /// The local name of a drop-path keep input inside its block (its full name
 /// is the block's path + `.drop_path`).
 pub const KEEP_NAME: &str = "drop_path";
-
-/// `y = x + keep[n]·body(x)` with `keep [N]` a per-example input (1/p or 0
-/// at train time, p the keep probability; the identity residual at keep 1).
-/// Backward: `dx = body.back(keep⊙dy) + dy`, the body's parameter
-/// gradients at that cotangent, and `dkeep[n] = Σ_{c,h,w} body(x)⊙dy`.
-pub struct DropPathResidual {
-    pub body: Box<dyn CertLayer>,
-}
-
-impl DropPathResidual {
-    /// `keep` broadcast over the shape of `like` along the batch axis.
-    fn keep_like(fb: &mut FuncBuilder, keep: ValueId, like: ValueId) -> EmitResult<ValueId> {
-        let shape = fb.shape(like);
-        fb.bcast(keep, &[0], &shape)
-    }
-}
-
-impl CertLayer for DropPathResidual {
-    fn name(&self) -> String {
-        format!("drop_path_residual[{}]", self.body.name())
-    }
-    fn output_type(&self, input: &TensorType) -> Result<TensorType, LayerError> {
-        let out = self.body.output_type(input)?;
-        if &out != input {
-            return Err(LayerError(format!(
-                "drop-path residual: body maps {input} to {out}; a skip connection needs equal types"
-            )));
-        }
-        Ok(out)
-    }
-    /// The body's (unprefixed), then the keep input `[N]`.
-    fn params(&self, input: &TensorType) -> Vec<ParamSpec> {
-        let mut ps = self.body.params(input);
-        let n = input.shape.first().copied().unwrap_or(1);
-        ps.push(ParamSpec::f32(KEEP_NAME, &[n], Init::Ones));
-        ps
-    }
-    fn batch_norms(&self) -> Vec<BlockBn> {
-        self.body
-            .batch_norms()
-            .into_iter()
-            .map(|b| b.under("", 0))
-            .collect()
-    }
-    fn forward(
-        &self,
-        fb: &mut FuncBuilder,
-        x: ValueId,
-        params: &[ValueId],
-        sites: &mut Sites,
-    ) -> EmitResult<Saved> {
-        let (keep, body_params) = params.split_last().expect("the keep input");
-        let s = self.body.forward(fb, x, body_params, sites)?;
-        let k = Self::keep_like(fb, *keep, s.output())?;
-        let scaled = fb.mul(k, s.output())?;
-        let y = fb.add(scaled, x)?;
-        Ok(Saved {
-            output: Some(y),
-            values: Vec::new(),
-            children: vec![s],
-        })
-    }
-    fn backward(
-        &self,
-        fb: &mut FuncBuilder,
-        x: ValueId,
-        params: &[ValueId],
-        saved: &Saved,
-        dy: ValueId,
-    ) -> EmitResult<Grads> {
-        let (keep, body_params) = params.split_last().expect("the keep input");
-        let branch = saved.children[0].output();
-        let k = Self::keep_like(fb, *keep, dy)?;
-        let dbranch = fb.mul(k, dy)?;
-        let g = self
-            .body
-            .backward(fb, x, body_params, &saved.children[0], dbranch)?;
-        let dx = fb.add(g.dx, dy)?;
-        let bd = fb.mul(branch, dy)?;
-        let rank = fb.shape(dy).len() as i64;
-        let rest: Vec<i64> = (1..rank).collect();
-        let dkeep = fb.reduce_sum(bd, &rest)?;
-        let mut dparams = g.dparams;
-        dparams.push(dkeep);
-        Ok(Grads { dx, dparams })
-    }
-}
 
 /// The keep probability of each of `blocks` drop-path blocks at maximum drop
 /// rate `rate`: the linear ramp `1 − rate·i/(blocks−1)` (REFERENCE §2.15:
@@ -275,6 +190,119 @@ pub fn split_keeps<T: Copy>(positions: &[usize], all: &[T]) -> (Vec<T>, Vec<T>) 
         }
     }
     (rest, keeps)
+}
+
+/// A drop-path chain with its keep inputs fixed at one draw of the masks:
+/// each keep a constant `[N]` of the emitted forward and backward, so the
+/// layer is the function the train step computes at that draw, with the
+/// chain's other parameters (θ, then the loss target) as its own. The
+/// keeps' gradients are dropped (the render discards them too).
+pub struct FixedKeeps {
+    pub chain: Chain,
+    /// Per keep input in forward order (see [`keep_positions`]), its value
+    /// for each example.
+    pub keeps: Vec<Vec<f32>>,
+}
+
+impl FixedKeeps {
+    /// The keep constants for an input of batch `n`, in the chain's order.
+    fn constants(&self, fb: &mut FuncBuilder, n: i64) -> EmitResult<Vec<ValueId>> {
+        self.keeps
+            .iter()
+            .map(|k| {
+                if k.len() as i64 != n {
+                    return Err(ir::TypeError {
+                        op: "fixed_keeps",
+                        message: format!("a keep holds {} values for a batch of {n}", k.len()),
+                    });
+                }
+                let data = DenseData::Float(k.iter().map(|&v| f64::from(v)).collect());
+                let ty = TensorType::f32(vec![n]);
+                fb.push1(OpKind::Constant(data), &[], Some(ty))
+            })
+            .collect()
+    }
+
+    fn positions(&self, fb: &FuncBuilder, x: ValueId) -> Vec<usize> {
+        keep_positions(&self.chain, fb.ty(x))
+    }
+}
+
+impl CertLayer for FixedKeeps {
+    fn name(&self) -> String {
+        format!("{} (keeps fixed)", self.chain.name())
+    }
+    fn output_type(&self, input: &TensorType) -> Result<TensorType, LayerError> {
+        let have = keep_positions(&self.chain, input).len();
+        if have != self.keeps.len() {
+            return Err(LayerError(format!(
+                "fixed keeps: the chain has {have} keep input(s), {} given",
+                self.keeps.len()
+            )));
+        }
+        self.chain.output_type(input)
+    }
+    /// The chain's, without its keep inputs.
+    fn params(&self, input: &TensorType) -> Vec<ParamSpec> {
+        let at = keep_positions(&self.chain, input);
+        let mut ps = self.chain.params(input);
+        for &i in at.iter().rev() {
+            ps.remove(i);
+        }
+        ps
+    }
+    fn batch_norms(&self) -> Vec<BlockBn> {
+        self.chain.batch_norms()
+    }
+    fn forward(
+        &self,
+        fb: &mut FuncBuilder,
+        x: ValueId,
+        params: &[ValueId],
+        sites: &mut Sites,
+    ) -> EmitResult<Saved> {
+        let at = self.positions(fb, x);
+        let n = fb.shape(x)[0];
+        let keeps = self.constants(fb, n)?;
+        self.chain
+            .forward(fb, x, &interleave(&at, &keeps, params), sites)
+    }
+    fn backward(
+        &self,
+        fb: &mut FuncBuilder,
+        x: ValueId,
+        params: &[ValueId],
+        saved: &Saved,
+        dy: ValueId,
+    ) -> EmitResult<Grads> {
+        let at = self.positions(fb, x);
+        let n = fb.shape(x)[0];
+        let keeps = self.constants(fb, n)?;
+        let g = self
+            .chain
+            .backward(fb, x, &interleave(&at, &keeps, params), saved, dy)?;
+        Ok(Grads {
+            dx: g.dx,
+            dparams: split_keeps(&at, &g.dparams).0,
+        })
+    }
+}
+
+/// One host draw of a net's masks at maximum drop rate `rate` for a batch of
+/// `batch`: per site (in [`NetSpec::drop_path_sites`] order) its keep scales
+/// from [`draw_keep_scales`], all from `rng`.
+pub fn draw_net_keeps(
+    net: &NetSpec,
+    rate: f64,
+    batch: usize,
+    rng: &mut Rng,
+) -> Result<Vec<Vec<f32>>, LayerError> {
+    validate_rate(rate)?;
+    Ok(net
+        .drop_path_sites(rate)?
+        .iter()
+        .map(|s| draw_keep_scales(s.keep, batch, rng))
+        .collect())
 }
 
 #[cfg(test)]

@@ -78,7 +78,7 @@ fn comp_and_residual_are_certified() {
     let c = compose(Box::new(Shift(0.5)), Box::new(Relu));
     let r = certify_layer(&c, &t(&[3, 5]), &TieOptions::default());
     assert!(r.certified(), "{:?}", r.verdict);
-    let res = Residual { body: Box::new(c) };
+    let res = Residual::new(Box::new(c));
     let r = certify_layer(&res, &t(&[3, 5]), &TieOptions::default());
     assert!(r.certified(), "{:?}", r.verdict);
 }
@@ -137,9 +137,7 @@ fn comp_at_wrong_point_is_refuted() {
 
 /// A residual whose backward forgets the skip term.
 fn residual_no_skip() -> ReplacedBackward<Residual> {
-    let res = Residual {
-        body: Box::new(Relu),
-    };
+    let res = Residual::new(Box::new(Relu));
     ReplacedBackward::new(res, "no skip in backward", |r, fb, x, p, s, dy| {
         r.body.backward(fb, x, p, &s.children[0], dy)
     })

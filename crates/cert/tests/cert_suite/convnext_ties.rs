@@ -24,13 +24,12 @@ use layers::blocks_convnext::{
     ConvNextBlock, ConvNextBlockSpec, ConvNextDownsampleSpec, ConvNextStemSpec, MlpActivation,
 };
 use layers::blocks_mobile::LayerSwap;
-use layers::droppath::DropPathResidual;
 use layers::net::{convnext, convnext_t, ConvNextVariant, LayerSpec, NetSpec, CONVNEXT_T};
 use layers::ops::conv::{Conv2d, Padding};
 use layers::ops::norm::{affine_backward, standardize, standardize_backward, LayerNorm, LnKind};
 use layers::ops::scale::{layer_scale_missing_from_backward, LayerScale};
 use layers::trainstep::{render_step, Optimizer, Recipe, SlotKind, StepOptions};
-use layers::{CertLayer, Chain, Emit, Grads, ReplacedBackward};
+use layers::{CertLayer, Chain, Emit, Grads, ReplacedBackward, Residual};
 
 const SYM: Padding = Padding::Symmetric;
 
@@ -492,7 +491,7 @@ fn drop_path_block_and_chain_tie_with_the_keeps_as_inputs() {
 
 /// A drop-path residual whose backward forgets the keep scale on the
 /// branch's cotangent (`body.back(dy)` instead of `body.back(keep⊙dy)`).
-struct KeepForgotten(DropPathResidual);
+struct KeepForgotten(Residual);
 
 impl CertLayer for KeepForgotten {
     fn name(&self) -> String {
@@ -537,7 +536,7 @@ impl CertLayer for KeepForgotten {
 #[test]
 fn control_drop_path_backward_without_the_keep_is_refuted() {
     // stages.2.blocks.3 (32 channels) of the drop-path chain: the twin is
-    // the block's branch in a fresh DropPathResidual, the control the same
+    // the block's branch in a fresh drop-path Residual, the control the same
     // with the keep forgotten on the branch's cotangent.
     let net = convnext(NARROW_T, 10, (32, 32));
     let i = net
@@ -545,9 +544,8 @@ fn control_drop_path_backward_without_the_keep_is_refuted() {
         .iter()
         .position(|(n, _)| n == "stages.2.blocks.3")
         .unwrap();
-    let fresh = || DropPathResidual {
-        body: Box::new(block_spec().branch(32, &mut |_, l| l).unwrap()),
-    };
+    let fresh =
+        || Residual::with_drop_path(Box::new(block_spec().branch(32, &mut |_, l| l).unwrap()));
     let mut twin = net.chain_with_drop_path().unwrap();
     twin.layers[i].1 = Box::new(fresh());
     let mut control = net.chain_with_drop_path().unwrap();

@@ -30,4 +30,5 @@ mod stem_pool_drift;
 mod step_ties;
 mod structured_pairs;
 mod tail_ties;
+mod vit_drop_path;
 mod vit_ties;

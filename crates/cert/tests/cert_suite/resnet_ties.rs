@@ -314,9 +314,7 @@ fn control_bottleneck_bn_backward_in_the_per_example_world_is_refuted() {
     let main = bottleneck_main_bn2_per_example(8, 1);
     let control = ResidualBlock {
         label: "identity bottleneck (bn2 backward per example)".into(),
-        sum: Box::new(Residual {
-            body: Box::new(main),
-        }),
+        sum: Box::new(Residual::new(Box::new(main))),
         post: ResidualBlock::relu_after(),
     };
     assert_eq!(refuted_block(&tie(&control, &[3, 8, 4, 5])), "dx");

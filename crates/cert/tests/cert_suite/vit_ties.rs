@@ -165,7 +165,7 @@ fn rebuilt(net: &NetSpec, name: &str, swap: LayerSwap) -> Chain {
     let i = net.layers.iter().position(|(n, _)| n == name).unwrap();
     let dim = tys[i].shape[2];
     chain.layers[i].1 = match &net.layers[i].1 {
-        LayerSpec::VitBlock(s) => Box::new(s.build_with(dim, swap).unwrap()),
+        LayerSpec::VitBlock(s) => Box::new(s.build_with(dim, false, swap).unwrap()),
         LayerSpec::VitHead(s) => Box::new(s.build_with(dim, swap).unwrap()),
         other => panic!("{other:?} is not a ViT block"),
     };

@@ -72,9 +72,7 @@ impl BlockSpec for ResidualSpec {
                      type, but main maps {input} to {main_out}; give a shortcut"
                 )));
             }
-            let sum = Residual {
-                body: Box::new(main),
-            };
+            let sum = Residual::new(Box::new(main));
             (Box::new(sum), "identity skip")
         } else {
             let (shortcut, skip_out) =

@@ -40,8 +40,9 @@ impl BlockSpec for PatchEmbedSpec {
 }
 
 impl BlockSpec for VitBlockSpec {
-    fn build(&self, input: &TensorType, _: &BuildCtx) -> Result<Box<dyn CertLayer>, LayerError> {
-        Ok(Box::new(VitBlockSpec::build(self, token_dim(input)?)?))
+    fn build(&self, input: &TensorType, ctx: &BuildCtx) -> Result<Box<dyn CertLayer>, LayerError> {
+        let block = self.build_with(token_dim(input)?, ctx.drop_path, &mut |_, l| l)?;
+        Ok(Box::new(block))
     }
     fn bn_world(&self) -> Option<BnWorld> {
         None
@@ -51,6 +52,10 @@ impl BlockSpec for VitBlockSpec {
         at_least("heads", self.heads, 1)?;
         at_least("mlp", self.mlp, 1)?;
         positive_eps("eps", self.eps)
+    }
+    /// Both residual branches (attention and MLP), REFERENCE §2.15.
+    fn drop_path_sites(&self) -> usize {
+        2
     }
 }
 

@@ -326,9 +326,7 @@ fn se_without_direct_term(se: SqueezeExcite) -> ReplacedBackward<SqueezeExcite> 
 fn relu_times_residual() -> ElementwiseProduct {
     ElementwiseProduct {
         f: Box::new(Relu),
-        g: Box::new(Residual {
-            body: Box::new(Relu),
-        }),
+        g: Box::new(Residual::new(Box::new(Relu))),
     }
 }
 
