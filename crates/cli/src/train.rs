@@ -89,9 +89,14 @@ pub struct TrainArgs {
     /// Skip certifying the step before training.
     #[arg(long)]
     pub no_certify: bool,
-    /// Batch of the pre-training certification (f64 evaluation; small is fast).
-    #[arg(long, default_value_t = 2)]
-    pub certify_batch: usize,
+    /// Batch of the pre-training certification. Default: the trained module
+    /// itself (the step at --batch), unless a batch-2 twin estimates its tie
+    /// over 60 s or half the available memory, in which case the twin is
+    /// what is certified (and the output says so). --certify-batch B (the
+    /// training batch) certifies the trained module whatever it costs; a
+    /// smaller N a twin of the same renderer at N.
+    #[arg(long)]
+    pub certify_batch: Option<usize>,
     /// Random-crop padding in pixels (0: off).
     #[arg(long, default_value_t = 0)]
     pub crop_pad: usize,
@@ -282,22 +287,18 @@ pub fn train(a: &TrainArgs) -> Result<()> {
         s.engine_options.kind
     );
     if !a.no_certify {
-        let report = s.certify(a.certify_batch)?;
-        println!("certify: {}", verdict_line(&report));
-        if s.cfg.replicas > 1 {
-            println!(
-                "         (the one-replica step at batch {}: the per-replica body of the {}-replica step this run trains with)",
-                a.certify_batch, s.cfg.replicas
-            );
-        } else if a.certify_batch == s.cfg.batch {
-            println!("         (the module object this run trains with)");
-        } else {
-            println!(
-                "         (the same renderer at batch {}; --certify-batch {} certifies the trained module object itself)",
-                a.certify_batch, s.cfg.batch
-            );
+        let choice = match a.certify_batch {
+            // `validate::train` refused 0 before anything was loaded.
+            Some(n) => train::CertifyChoice::Batch(n),
+            None => train::CertifyChoice::Default,
+        };
+        let c = s.certify_for_training(choice, train::CertifyBudget::default())?;
+        for t in &c.twins {
+            println!("certify: {} [twin: timing]", verdict_line(t));
         }
-        if !report.certified() {
+        println!("certify: {}", verdict_line(&c.report));
+        println!("         {}", c.subject_line(s.cfg.batch));
+        if !c.certified() {
             eprintln!("the step is not certified: refusing to train with it");
             return Err(crate::Exit(1).into());
         }

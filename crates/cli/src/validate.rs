@@ -56,7 +56,7 @@ pub fn train(a: &TrainArgs) -> Result<()> {
     if a.steps == Some(0) {
         bail!("--steps 0: expected at least 1 update to measure (leave --steps out to train)");
     }
-    if a.certify_batch == 0 && !a.no_certify {
+    if a.certify_batch == Some(0) && !a.no_certify {
         bail!(
             "--certify-batch 0: the pre-training certification needs a batch of at least 1 \
              (or pass --no-certify)"

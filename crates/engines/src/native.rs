@@ -1,8 +1,11 @@
 //! The native engine: certgrad's own f32 execution of the parsed module. One
 //! replica runs through an `exec::Plan` (compiled once, reused every
 //! step), falling back to the fast-path evaluator `den::eval_func` for a
-//! function the planner does not take; R > 1 replicas run through
-//! `den::eval_replicas`, which gives `all_reduce` its cross-replica meaning.
+//! function the planner does not take; R > 1 replicas run through an
+//! `exec::ReplicaPlan` (one plan per stage between the `all_reduce`s, the
+//! collectives folded in the host), falling back to `den::eval_replicas`,
+//! which gives `all_reduce` its cross-replica meaning, for a function it
+//! does not take.
 
 use crate::engine::{Engine, FuncSignature, Prepared};
 use crate::error::EngineError;
@@ -37,7 +40,10 @@ impl Engine for NativeEngine {
                 },
             }
         } else {
-            How::Replicas
+            match exec::ReplicaPlan::compile(module, func, replicas) {
+                Ok(plan) => How::ReplicaPlan(Box::new(plan)),
+                Err(why) => How::Replicas { why },
+            }
         };
         Ok(Box::new(NativePrepared {
             module: module.clone(),
@@ -54,7 +60,11 @@ enum How {
     Evaluator {
         why: String,
     },
-    Replicas,
+    ReplicaPlan(Box<exec::ReplicaPlan>),
+    /// The replica evaluator, and why no replica plan.
+    Replicas {
+        why: String,
+    },
 }
 
 struct NativePrepared {
@@ -98,7 +108,15 @@ impl Prepared for NativePrepared {
         match &self.how {
             How::Plan(_) => "native (exec plan)".into(),
             How::Evaluator { why } => format!("native (fast evaluator; {why})"),
-            How::Replicas => format!("native ({} replicas, den::eval_replicas)", self.replicas),
+            How::ReplicaPlan(p) => format!(
+                "native ({} replicas, exec plans: {})",
+                self.replicas,
+                p.summary()
+            ),
+            How::Replicas { why } => format!(
+                "native ({} replicas, den::eval_replicas; no replica plan: {why})",
+                self.replicas
+            ),
         }
     }
 
@@ -124,7 +142,8 @@ impl Prepared for NativePrepared {
                         .outputs,
                 ]
             }
-            How::Replicas => {
+            How::ReplicaPlan(plan) => plan.run(values).map_err(|e| err(&e))?,
+            How::Replicas { .. } => {
                 let opts = EvalOptions {
                     replicas: self.replicas,
                     ..EvalOptions::default()

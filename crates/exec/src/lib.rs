@@ -18,7 +18,9 @@
 //! evaluator. Only a function whose calls cannot be inlined runs on the
 //! generic evaluator (fast kernels) as a whole.
 //!
-//! [`Plan`] is the API (`plan`). `compile` lowers a function to a
+//! [`Plan`] is the API (`plan`); [`ReplicaPlan`] (`replicas`) runs a
+//! data-parallel function as R replicas over one plan per stage between its
+//! `all_reduce`s, the collectives folded in the host. `compile` lowers a function to a
 //! `schedule` of steps, one module per op family; `passes` rewrite the
 //! function before lowering and the steps after it; `runtime` runs the
 //! steps over a buffer pool (`control` the while/case/if steps); `fused` (elementwise loops) and `pool` (tiling
@@ -30,8 +32,10 @@ mod fused;
 mod passes;
 mod plan;
 mod pool;
+mod replicas;
 mod runtime;
 mod schedule;
 mod vmath;
 
 pub use plan::{OpTime, Plan, StepTime};
+pub use replicas::ReplicaPlan;

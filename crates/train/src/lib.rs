@@ -15,6 +15,7 @@ pub use checkpoint::{checkpoint_path, Checkpoint, CHECKPOINT_FILE};
 pub use data::{Augment, Dataset, Split};
 pub use error::TrainError;
 pub use session::{
-    read_epochs, read_metrics, resume, resume_with, run, EpochRecord, MetricsLine, RecipeConfig,
-    RunOptions, RunSummary, Session, StepRecord, TrainConfig, METRICS_FILE,
+    read_epochs, read_metrics, resume, resume_with, run, Certification, CertifyBudget,
+    CertifyChoice, EpochRecord, Estimate, MetricsLine, RecipeConfig, RunOptions, RunSummary,
+    Session, StepRecord, Subject, TrainConfig, METRICS_FILE,
 };

@@ -11,3 +11,4 @@ mod input_errors;
 mod interrupts;
 mod run_margins;
 mod run_types;
+mod train_certify;

@@ -13,15 +13,18 @@
 //!
 //! This module owns the session itself: the run's config, the host state, the
 //! rendered functions and their engine, and how a session is set up from a
-//! config. One update and the evaluation are in `step.rs`, checkpoints in and
+//! config. One update and the evaluation are in `step.rs`, what is certified
+//! before training in `certify.rs`, checkpoints in and
 //! out in `resume.rs`, the epoch loop ([`run()`]) in `run.rs`, the metrics log
 //! in `metrics.rs`.
 
+mod certify;
 mod metrics;
 mod resume;
 mod run;
 mod step;
 
+pub use certify::{Certification, CertifyBudget, CertifyChoice, Estimate, Subject};
 pub use metrics::{read_epochs, read_metrics, EpochRecord, MetricsLine, StepRecord, METRICS_FILE};
 pub use resume::{resume, resume_with};
 pub use run::{run, RunOptions, RunSummary};
@@ -450,29 +453,16 @@ impl Session {
     /// Certifies the rendered step (REFERENCE: the backward IS the VJP, the
     /// tail IS the optimizer) at batch `cert_batch`: the very module trained
     /// with when `cert_batch` is the training batch, else the same renderer's
-    /// output at the smaller batch ("fast mode": the certifier runs in f64).
+    /// output at that batch. With R > 1 the trained module adds the
+    /// cross-replica mean, which a one-replica evaluation cannot tie: its
+    /// per-replica body (the R = 1 render) is certified at `cert_batch`.
+    /// [`Session::certify_for_training`] is the pre-training policy.
     pub fn certify(&self, cert_batch: usize) -> Result<cert::step::StepTieReport, TrainError> {
-        let opts = cert::step::StepTieOptions {
-            seed: self.cfg.seed,
-            ..Default::default()
-        };
-        let b = cert_batch as i64;
-        // With R > 1 the trained module adds the cross-replica mean, which a
-        // one-replica evaluation cannot tie; its per-replica body is the R = 1
-        // render, certified here at `cert_batch`.
-        let one_replica = StepOptions {
-            bf16: self.cfg.bf16,
-            recipe: self.recipe,
-            ..StepOptions::new(self.optimizer)
-        };
-        let report = if cert_batch == self.cfg.batch && self.cfg.replicas == 1 {
-            cert::step::certify_recipe_step(&self.net, b, &one_replica, &self.step.module, &opts)
+        if cert_batch == self.cfg.batch && self.cfg.replicas == 1 {
+            Ok(self.certify_module(cert_batch, &self.step.module))
         } else {
-            let m = render_step(&self.net, b, &one_replica)
-                .map_err(|e| TrainError::Run(e.to_string()))?;
-            cert::step::certify_recipe_step(&self.net, b, &one_replica, &m.module, &opts)
-        };
-        Ok(report)
+            self.certify_rendered(cert_batch)
+        }
     }
 }
 

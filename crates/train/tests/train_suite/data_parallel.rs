@@ -1,4 +1,6 @@
-//! The host loop with R replicas on the native engine (`den::eval_replicas`):
+//! The host loop with R replicas on the native engine (`exec::ReplicaPlan`:
+//! compiled plans between the all_reduces; `den::eval_replicas` is the
+//! reference it is compared with):
 //! for a net without batch norm, an update at 2 replicas × B equals an update
 //! at 1 × 2B from the same state within f32 rounding (the mean of the shard
 //! means IS the mean), at two successive states; for a batch-BN net, two identical shards give exactly the one-shard
@@ -187,4 +189,165 @@ fn a_step_without_the_cross_replica_mean_is_refused_on_native() {
     let e = s.train_step().unwrap_err();
     assert!(e.message().contains("replicas disagree"), "{e}");
     assert!(matches!(e, train::TrainError::Run(_)), "{e:?}");
+}
+
+/// The step's arguments for replica `r` of `s` at its current state (images
+/// and targets drawn from `salt`, fixed schedule scalars).
+fn replica_args(s: &Session, r: usize) -> Vec<engines::host::HostTensor> {
+    let sig = &s.step.signature;
+    let k = s.net.classes as usize;
+    let b = s.shard_batch();
+    let st = &s.state;
+    let (mut th, mut mm, mut vv) = (st.params.iter(), st.m.iter(), st.v.iter());
+    sig.inputs
+        .iter()
+        .map(|slot| {
+            let data = match slot.kind {
+                SlotKind::Images => (0..slot.ty.num_elements() as usize)
+                    .map(|i| (((i + 17 * r) * 37 % 101) as f32 - 50.0) / 25.0)
+                    .collect(),
+                SlotKind::Param => th.next().unwrap().clone(),
+                SlotKind::M => mm.next().unwrap().clone(),
+                SlotKind::V => vv.next().unwrap().clone(),
+                SlotKind::Lr => vec![0.05],
+                SlotKind::Bc1 | SlotKind::Bc2 => vec![1.0],
+                SlotKind::OneHot => {
+                    let mut t = vec![0f32; b * k];
+                    for row in 0..b {
+                        t[row * k + (row + r) % k] = 1.0;
+                    }
+                    t
+                }
+                other => unreachable!("{other:?}"),
+            };
+            engines::host::HostTensor::f32(slot.ty.shape.clone(), data)
+        })
+        .collect()
+}
+
+/// ‖a − b‖ / ‖b‖ of one f32 host tensor against a reference value.
+fn normwise_one(a: &engines::host::HostTensor, b: &den::Value<f32>) -> f64 {
+    let b = &b.as_float().unwrap().data;
+    let a = a.as_f32().unwrap();
+    let (mut d, mut n) = (0f64, 0f64);
+    for (p, q) in a.iter().zip(b) {
+        d += ((p - q) as f64).powi(2);
+        n += (*q as f64).powi(2);
+    }
+    if n > 0.0 {
+        (d / n).sqrt()
+    } else {
+        d.sqrt()
+    }
+}
+
+/// The native engine runs R = 2 through compiled plans (not the replica
+/// evaluator), and computes what the replica evaluator computes on the
+/// session's own data-parallel module: every output of every replica within
+/// 1e-5 norm-wise (the executor's agreement bound with the evaluator:
+/// convolutions and sums accumulate in another order), the replicas' θ'
+/// bit-identical. The module is the one the DP certificate ties: the Split
+/// identity (2 × B = 1 × 2B, no batch BN) certifies on it in f64.
+#[test]
+fn native_replicas_run_on_plans_and_agree_with_the_replica_evaluator() {
+    let d = temp_dir("dp-plans");
+    write_quadrant_idx(&d, 32, 8);
+    let net = no_bn_net(&d);
+    let mut two = Session::new(config(&d, net, 8, 2)).unwrap();
+    let how = two.step_exec().unwrap().describe();
+    assert!(how.contains("2 replicas, exec plans"), "{how}");
+    let args = vec![replica_args(&two, 0), replica_args(&two, 1)];
+    let got = two.step_exec().unwrap().run(&args).unwrap();
+    let values: Vec<Vec<den::Value<f32>>> = args
+        .iter()
+        .map(|a| {
+            a.iter()
+                .map(|t| t.to_value_f32(ir::ElemType::F32).unwrap())
+                .collect()
+        })
+        .collect();
+    let func = two.step.signature.func.clone();
+    let want = den::eval_replicas::<f32>(
+        &two.step.module,
+        &func,
+        values,
+        &den::EvalOptions::default(),
+    )
+    .unwrap();
+    let mut worst = 0f64;
+    for (g, w) in got.iter().zip(&want) {
+        for (a, b) in g.iter().zip(&w.outputs) {
+            worst = worst.max(normwise_one(a, b));
+        }
+    }
+    eprintln!("replica plans vs replica evaluator: worst output norm-wise {worst:.2e}");
+    assert!(worst <= 1e-5, "{worst:e}");
+    for i in two.step.signature.output_positions(SlotKind::Param) {
+        assert_eq!(got[0][i], got[1][i], "θ' output {i} is one value");
+    }
+
+    let so = layers::trainstep::StepOptions {
+        replicas: 2,
+        ..layers::trainstep::StepOptions::new(two.optimizer)
+    };
+    let cert = cert::dp::check_dp_step::<f64>(
+        &two.net,
+        4,
+        &so,
+        &two.step.module,
+        cert::dp::DpIdentity::Split,
+        &cert::dp::DpOptions::rounded(7, 1e-12),
+    );
+    assert!(cert.certified(), "{:?}", cert.verdict);
+}
+
+/// k = 4 free-running updates at 2 replicas × 4 and at 1 replica × 8 from the
+/// same initial state (no batch BN, so both are the same SGD in exact
+/// arithmetic) stay together within what f32 summation order allows. The
+/// two runs sum each batch-mean gradient in another order (per shard, then
+/// across the 2 shards, against one sum over 8 examples); summing n terms
+/// in f32 is exact to γ_n = n·u/(1 − n·u) of Σ|terms| (u = 2⁻²⁴), so each
+/// update's gradient differs by at most 2γ_n relative where no cancellation
+/// magnifies it, with n = 512 the longest sum of the step (the first conv's
+/// weight gradient over 8 examples × 8×8 positions). The θ difference after
+/// k updates is then at most 2γ_n · Σ_j ‖θ_j − θ_{j−1}‖ (the sizes of the
+/// updates), allowed 8× for cancellation and for the difference carried
+/// through later gradients; each loss within 8·2γ_n relative.
+#[test]
+fn free_running_two_replicas_track_one_replica_within_summation_order() {
+    let d = temp_dir("dp-free");
+    write_quadrant_idx(&d, 32, 8);
+    let net = no_bn_net(&d);
+    let mut one = Session::new(config(&d, net.clone(), 8, 1)).unwrap();
+    let mut two = Session::new(config(&d, net, 8, 2)).unwrap();
+    let u = f64::powi(2.0, -24);
+    let n = 512.0;
+    let gamma = n * u / (1.0 - n * u);
+    let mut moved = 0f64;
+    for k in 1..=4 {
+        let before = one.state.params.clone();
+        let a = one.train_step().unwrap().loss;
+        let b = two.train_step().unwrap().loss;
+        let step_size = {
+            let (mut d2, mut n2) = (0f64, 0f64);
+            for (x, y) in one.state.params.iter().zip(&before) {
+                for (p, q) in x.iter().zip(y) {
+                    d2 += ((p - q) as f64).powi(2);
+                    n2 += (*q as f64).powi(2);
+                }
+            }
+            (d2 / n2).sqrt()
+        };
+        moved += step_size;
+        let theta = normwise(&two.state.params, &one.state.params);
+        let bound = 8.0 * 2.0 * gamma * moved;
+        let loss = ((a - b) / a).abs();
+        eprintln!(
+            "update {k}: θ norm-wise {theta:.2e} (bound {bound:.2e}), loss relative {loss:.2e} (bound {:.2e})",
+            8.0 * 2.0 * gamma
+        );
+        assert!(theta <= bound, "update {k}: θ {theta:e} > {bound:e}");
+        assert!(loss <= 8.0 * 2.0 * gamma, "update {k}: loss {loss:e}");
+    }
+    assert_eq!(two.replica_divergence, 0.0);
 }

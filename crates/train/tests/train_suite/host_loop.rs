@@ -104,6 +104,83 @@ fn certification_gate_rejects_a_miswired_step() {
     );
 }
 
+/// The first `multiply` of the step's backward (the ops after the forward)
+/// becomes an `add`: a shape-preserving bug in the trained module only (a
+/// fresh render of the same net is correct).
+fn plant_backward_bug(s: &mut Session) {
+    let start = s.step.forward_ops;
+    let f = &mut s.step.module.funcs[0];
+    let op = f.body.ops[start..]
+        .iter_mut()
+        .find(|op| op.kind == ir::OpKind::Binary(ir::BinaryOp::Multiply))
+        .expect("a multiply in the backward");
+    op.kind = ir::OpKind::Binary(ir::BinaryOp::Add);
+    ir::verify_module(&s.step.module).unwrap();
+}
+
+/// `certgrad train`'s default certificate is of the module object the session
+/// executes: the batch-2 twin times it, then the step at the training batch is
+/// tied. A bug planted in that module's backward passes the (freshly
+/// rendered) twin and is REFUTED by the default, so the run may not train;
+/// with a budget the twin says is too small, the twin is what is certified
+/// and the subject line says the trained module was not.
+#[test]
+fn the_default_certificate_is_of_the_trained_module() {
+    use train::{CertifyBudget, CertifyChoice, Subject};
+    let d = temp_dir("certify-default");
+    write_quadrant_idx(&d, 16, 4);
+    let mut cfg = tiny_config(&d);
+    cfg.batch = 8;
+    let mut s = Session::new(cfg).unwrap();
+    let budget = CertifyBudget::default();
+    let good = s
+        .certify_for_training(CertifyChoice::Default, budget)
+        .unwrap();
+    assert_eq!(good.subject, Subject::TrainedModule);
+    assert_eq!(good.report.batch, 8, "the training batch");
+    assert!(good.certified(), "{:?}", good.report.verdict);
+    assert_eq!(good.twins.len(), 1, "the batch-2 twin timed it");
+    assert_eq!(good.twins[0].batch, 2);
+    let e = good.estimate.unwrap();
+    assert!(e.fits() && e.seconds > 0.0, "{e:?}");
+    assert!(good
+        .subject_line(8)
+        .starts_with("certified the trained module"));
+
+    // Too small a budget: the batch-4 twin refines the estimate, still over
+    // budget, so the batch-4 twin is the certificate, and it says so.
+    let tight = CertifyBudget {
+        seconds: 0.0,
+        bytes: None,
+    };
+    let twin = s
+        .certify_for_training(CertifyChoice::Default, tight)
+        .unwrap();
+    assert_eq!(twin.subject, Subject::Twin { batch: 4 });
+    assert!(twin.certified());
+    let line = twin.subject_line(8);
+    assert!(line.contains("NOT the trained module"), "{line}");
+    assert!(line.contains("--certify-batch 8"), "{line}");
+
+    plant_backward_bug(&mut s);
+    let bad = s
+        .certify_for_training(CertifyChoice::Default, budget)
+        .unwrap();
+    assert!(bad.twins[0].certified(), "the fresh twin is correct");
+    assert_eq!(bad.subject, Subject::TrainedModule);
+    assert!(
+        matches!(bad.report.verdict, cert::Verdict::Refuted { .. }),
+        "{:?}",
+        bad.report.verdict
+    );
+    assert!(!bad.certified(), "a run with the planted bug may not train");
+    // An explicit --certify-batch at the training batch is the same object.
+    let explicit = s
+        .certify_for_training(CertifyChoice::Batch(8), budget)
+        .unwrap();
+    assert!(!explicit.certified() && explicit.twins.is_empty());
+}
+
 /// Each function is rendered once and kept with what its render returned:
 /// the signature every part of the run reads is the one the module came
 /// with, and a session moved to another engine reuses all of it (and takes
