@@ -16,6 +16,7 @@ mod fastpath;
 mod gather;
 mod index;
 mod linalg;
+mod par;
 mod reduce;
 mod replica;
 mod report;
