@@ -3,7 +3,7 @@
 //! element types. Float results are rounded with `Scalar::round_to` to the op's
 //! result element type.
 
-use super::{bits, Decisions, Fail};
+use super::{bits, par, Decisions, Fail};
 use crate::scalar::{NotExact, Scalar};
 use crate::tensor::Tensor;
 use crate::value::Value;
@@ -27,13 +27,9 @@ pub fn wrap_int(v: i64, elem: ElemType) -> i64 {
 fn map_float<S: Scalar>(
     t: &Tensor<S>,
     elem: ElemType,
-    f: impl Fn(&S) -> Result<S, NotExact>,
+    f: impl Fn(&S) -> Result<S, NotExact> + Sync + Send,
 ) -> Result<Value<S>, Fail> {
-    let data = t
-        .data
-        .iter()
-        .map(|x| f(x).map(|y| y.round_to(elem)))
-        .collect::<Result<Vec<S>, NotExact>>()?;
+    let data = par::collect(t.len(), |i| f(&t.data[i]).map(|y| y.round_to(elem)))?;
     Ok(Value::Float(Tensor::new(t.shape.clone(), data), elem))
 }
 
@@ -236,6 +232,32 @@ pub(crate) fn int_binary(b: BinaryOp, x: i64, y: i64, e: ElemType) -> Result<i64
     Ok(wrap_int(r, e))
 }
 
+/// A float binary op without decisions (max/min choose by the value, as in
+/// [`binary`]).
+fn float_binary<S: Scalar>(b: BinaryOp, a: &S, c: &S, out: ElemType) -> Result<S, Fail> {
+    Ok(match b {
+        BinaryOp::Add => a.add(c),
+        BinaryOp::Subtract => a.sub(c),
+        BinaryOp::Multiply => a.mul(c),
+        BinaryOp::Divide => a.div(c),
+        BinaryOp::Remainder => a.rem(c),
+        BinaryOp::Power => a.pow(c)?,
+        BinaryOp::Maximum => a.max(c),
+        BinaryOp::Minimum => a.min(c),
+        BinaryOp::And | BinaryOp::Or | BinaryOp::Xor => {
+            return Err(Fail::msg("logical ops need integer or boolean operands"))
+        }
+        BinaryOp::Atan2 => a.atan2(c)?,
+        BinaryOp::Polygamma => a.polygamma(c)?,
+        BinaryOp::Zeta => a.zeta(c)?,
+        BinaryOp::NextAfter => a.next_after(c, out)?,
+        BinaryOp::ShiftLeft
+        | BinaryOp::ShiftRightLogical
+        | BinaryOp::ShiftRightArithmetic
+        | BinaryOp::Mulhi => return Err(Fail::msg(format!("{} needs integer operands", b.name()))),
+    })
+}
+
 pub fn binary<S: Scalar>(
     b: BinaryOp,
     x: &Value<S>,
@@ -244,6 +266,15 @@ pub fn binary<S: Scalar>(
     mut dec: Option<&mut Decisions>,
 ) -> Result<Value<S>, Fail> {
     match (x, y) {
+        (Value::Float(tx, _), Value::Float(ty, _)) if dec.is_none() => {
+            same_shape(tx, ty)?;
+            // The arithmetic ops one element at a time (no decisions to record).
+            let data = par::collect(tx.len(), |i| {
+                let (a, c) = (&tx.data[i], &ty.data[i]);
+                float_binary(b, a, c, out).map(|r| r.round_to(out))
+            })?;
+            Ok(Value::Float(Tensor::new(tx.shape.clone(), data), out))
+        }
         (Value::Float(tx, _), Value::Float(ty, _)) => {
             same_shape(tx, ty)?;
             let mut data = Vec::with_capacity(tx.len());
@@ -411,15 +442,13 @@ pub fn select<S: Scalar>(
     match (on_true, on_false) {
         (Value::Float(t, e), Value::Float(f, _)) => {
             same_shape(t, f)?;
-            let data = (0..t.len())
-                .map(|i| {
-                    if *pick(p, i) != 0 {
-                        t.data[i].clone()
-                    } else {
-                        f.data[i].clone()
-                    }
-                })
-                .collect();
+            let data = par::collect_ok(t.len(), |i| {
+                if *pick(p, i) != 0 {
+                    t.data[i].clone()
+                } else {
+                    f.data[i].clone()
+                }
+            });
             Ok(Value::Float(Tensor::new(t.shape.clone(), data), *e))
         }
         (Value::Int(t, e), Value::Int(f, _)) => {
@@ -497,9 +526,13 @@ pub fn clamp<S: Scalar>(
 /// anything → i1 is `x ≠ 0`.
 pub fn convert<S: Scalar>(x: &Value<S>, out: ElemType) -> Result<Value<S>, Fail> {
     Ok(match x {
-        Value::Float(t, _) if out.is_float() => {
-            Value::Float(t.map(|v| v.clone().round_to(out)), out)
-        }
+        Value::Float(t, _) if out.is_float() => Value::Float(
+            Tensor::new(
+                t.shape.clone(),
+                par::collect_ok(t.len(), |i| t.data[i].clone().round_to(out)),
+            ),
+            out,
+        ),
         Value::Float(t, _) if out == ElemType::I1 => {
             Value::Int(t.map(|v| (!v.is_zero()) as i64), out)
         }

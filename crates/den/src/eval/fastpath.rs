@@ -20,6 +20,7 @@
 //! path. Decision ops are only dispatched when no margins are recorded (the
 //! caller's `fast_ok`).
 
+use super::par;
 use crate::fast::{self, FastFloat, ReduceKind};
 use crate::scalar::{Dual, Scalar};
 use crate::tensor::Tensor;
@@ -104,16 +105,12 @@ struct Split {
 }
 
 fn split(t: &Tensor<Dual<f64>>) -> Split {
-    let mut value = Vec::with_capacity(t.len());
-    let mut finite = true;
-    let mut zero_tangent = true;
-    for d in &t.data {
-        value.push(d.value);
-        finite &= d.value.is_finite();
-        zero_tangent &= d.tangent == 0.0;
-    }
+    let d = &t.data;
+    let value = par::collect_ok(d.len(), |i| d[i].value);
+    let finite = value.iter().all(|v| v.is_finite());
+    let zero_tangent = d.iter().all(|x| x.tangent == 0.0);
     let tangent = (!zero_tangent)
-        .then(|| Tensor::new(t.shape.clone(), t.data.iter().map(|d| d.tangent).collect()));
+        .then(|| Tensor::new(t.shape.clone(), par::collect_ok(d.len(), |i| d[i].tangent)));
     Split {
         value: Tensor::new(t.shape.clone(), value),
         tangent,
@@ -123,17 +120,13 @@ fn split(t: &Tensor<Dual<f64>>) -> Split {
 
 /// `value + tangent·ε` elementwise (a missing tangent is zero).
 fn join(value: Tensor<f64>, tangent: Option<Tensor<f64>>) -> Tensor<Dual<f64>> {
+    let v = &value.data;
     let data = match tangent {
         Some(t) => {
             debug_assert_eq!(t.shape, value.shape);
-            value
-                .data
-                .iter()
-                .zip(&t.data)
-                .map(|(&v, &t)| Dual::new(v, t))
-                .collect()
+            par::collect_ok(v.len(), |i| Dual::new(v[i], t.data[i]))
         }
-        None => value.data.iter().map(|&v| Dual::new(v, 0.0)).collect(),
+        None => par::collect_ok(v.len(), |i| Dual::new(v[i], 0.0)),
     };
     Tensor::new(value.shape, data)
 }

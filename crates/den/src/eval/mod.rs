@@ -16,6 +16,7 @@ mod fastpath;
 mod gather;
 mod index;
 mod linalg;
+mod par;
 mod reduce;
 mod replica;
 mod report;
@@ -130,6 +131,18 @@ fn profiling() -> bool {
     *ON.get_or_init(|| std::env::var_os("CERTGRAD_PROFILE").is_some())
 }
 
+/// The profile row of `op`: its name, grouped convolutions (depthwise and
+/// their weight-VJPs) apart from dense ones.
+fn profile_label(op: &Op) -> &'static str {
+    match &op.kind {
+        OpKind::Convolution(a) if a.batch_group_count > 1 => "stablehlo.convolution (batch groups)",
+        OpKind::Convolution(a) if a.feature_group_count > 1 => {
+            "stablehlo.convolution (feature groups)"
+        }
+        _ => op.kind.name(),
+    }
+}
+
 fn print_op_times(func: &str, scalar: &str, times: &HashMap<&'static str, (u64, u64)>) {
     let mut rows: Vec<_> = times.iter().collect();
     rows.sort_by_key(|(_, (_, ns))| std::cmp::Reverse(*ns));
@@ -139,7 +152,7 @@ fn print_op_times(func: &str, scalar: &str, times: &HashMap<&'static str, (u64, 
         total as f64 * 1e-9
     );
     for (name, (calls, ns)) in rows {
-        eprintln!("  {name:<32} {calls:>6} calls {:>9.3} s", *ns as f64 * 1e-9);
+        eprintln!("  {name:<38} {calls:>6} calls {:>9.3} s", *ns as f64 * 1e-9);
     }
 }
 
@@ -286,7 +299,7 @@ impl<'m> Interp<'m> {
             let t0 = (drops.is_some() && profiling()).then(std::time::Instant::now);
             let results = self.eval_op(f, env, op, idx).map_err(|e| e.place(f, op))?;
             if let Some(t0) = t0 {
-                let e = self.op_times.entry(op.kind.name()).or_default();
+                let e = self.op_times.entry(profile_label(op)).or_default();
                 e.0 += 1;
                 e.1 += t0.elapsed().as_nanos() as u64;
             }

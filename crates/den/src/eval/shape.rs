@@ -2,8 +2,8 @@
 //! reverse, slice, pad, concatenate. None of them computes with the scalar, so
 //! each is written once over the element storage (`Tensor<T>` for any `T`).
 
-use super::index::{strided_offsets, strides_at};
-use super::Fail;
+use super::index::strides_at;
+use super::{par, Fail};
 use crate::scalar::Scalar;
 use crate::tensor::Tensor;
 use crate::value::Value;
@@ -13,15 +13,23 @@ pub fn dims_usize(ty: &TensorType) -> Vec<usize> {
     ty.shape.iter().map(|&d| d as usize).collect()
 }
 
-fn gather_t<T: Clone>(t: &Tensor<T>, shape: Vec<usize>, offs: &[usize]) -> Tensor<T> {
-    Tensor::new(shape, offs.iter().map(|&o| t.data[o].clone()).collect())
-}
-
-/// The value whose element `i` is element `offs[i]` of `x`.
-fn gather<S: Scalar>(x: &Value<S>, shape: Vec<usize>, offs: &[usize]) -> Value<S> {
+/// The value of shape `shape` read from `x` at `base + Σ i_d·strides[d]`
+/// (`par::strided`: the gather at `strided_offsets`, without the table).
+fn gather_strided<S: Scalar>(
+    x: &Value<S>,
+    shape: Vec<usize>,
+    strides: &[isize],
+    base: isize,
+) -> Value<S> {
     match x {
-        Value::Float(t, e) => Value::Float(gather_t(t, shape, offs), *e),
-        Value::Int(t, e) => Value::Int(gather_t(t, shape, offs), *e),
+        Value::Float(t, e) => {
+            let data = par::strided(&t.data, &shape, strides, base);
+            Value::Float(Tensor::new(shape, data), *e)
+        }
+        Value::Int(t, e) => {
+            let data = par::strided(&t.data, &shape, strides, base);
+            Value::Int(Tensor::new(shape, data), *e)
+        }
     }
 }
 
@@ -49,7 +57,7 @@ pub fn constant<S: Scalar>(data: &DenseData, ty: &TensorType) -> Result<Value<S>
                 .collect(),
         };
         Value::Float(
-            Tensor::new(shape, (0..n).map(|i| vals[at(i)].clone()).collect()),
+            Tensor::new(shape, par::collect_ok(n, |i| vals[at(i)].clone())),
             ty.elem,
         )
     } else {
@@ -121,8 +129,8 @@ pub fn transpose<S: Scalar>(x: &Value<S>, perm: &[usize]) -> Result<Value<S>, Fa
         return Err(Fail::msg(format!("bad permutation {perm:?}")));
     }
     let out: Vec<usize> = perm.iter().map(|&p| shape[p]).collect();
-    let offs = strided_offsets(&out, &strides_at(shape, perm), 0);
-    Ok(gather(x, out, &offs))
+    let strides = strides_at(shape, perm);
+    Ok(gather_strided(x, out, &strides, 0))
 }
 
 /// `broadcast_in_dim`: operand dimension j maps to result dimension `dims[j]`;
@@ -152,8 +160,7 @@ pub fn broadcast_in_dim<S: Scalar>(
             strides[d] = src[j] as isize;
         }
     }
-    let offs = strided_offsets(&out, &strides, 0);
-    Ok(gather(x, out, &offs))
+    Ok(gather_strided(x, out, &strides, 0))
 }
 
 /// `reverse` along `dims`.
@@ -171,8 +178,7 @@ pub fn reverse<S: Scalar>(x: &Value<S>, dims: &[usize]) -> Result<Value<S>, Fail
         }
         strides[d] = -strides[d];
     }
-    let offs = strided_offsets(&shape, &strides, base);
-    Ok(gather(x, shape, &offs))
+    Ok(gather_strided(x, shape, &strides, base))
 }
 
 /// `slice`: elements `start + i·stride` below `limit` per dimension.
@@ -205,8 +211,7 @@ pub fn slice<S: Scalar>(
         strides.push((k as usize * src[d]) as isize);
         base += (s as usize * src[d]) as isize;
     }
-    let offs = strided_offsets(&out, &strides, base);
-    Ok(gather(x, out, &offs))
+    Ok(gather_strided(x, out, &strides, base))
 }
 
 fn pad_t<T: Clone>(
