@@ -240,13 +240,13 @@ impl<M: Model> Bnd<M> {
     }
 
     /// Exactly zero, computed and real alike.
-    fn exact_zero(&self) -> bool {
+    pub(crate) fn exact_zero(&self) -> bool {
         self.pend.is_none() && self.e == 0.0 && self.iv.lo == 0.0 && self.iv.hi == 0.0
     }
 
     /// A settled exact power of two (multiplying by it is exact in binary
     /// floating point, barring underflow).
-    fn exact_power_of_two(&self) -> Option<f64> {
+    pub(crate) fn exact_power_of_two(&self) -> Option<f64> {
         let x = self.iv.lo;
         (self.pend.is_none() && self.e == 0.0 && self.iv.is_point() && x != 0.0 && x.is_finite())
             .then_some(x)
@@ -268,20 +268,27 @@ impl<M: Model> Bnd<M> {
     /// `accumulate`, the sum is kept in f32 (f64 for f64 results) and
     /// rounded to `elem` once at the end (bf16 leaves, f32 accumulation).
     fn settle(self, elem: ElemType, accumulate: bool) -> Self {
+        self.settle_charged(elem, accumulate).0
+    }
+
+    /// `settle`, also returning the bound it charged for this rounding
+    /// alone (|computed − exact op on the computed operands|; ∞ where the
+    /// result may overflow): the adjoint analysis's local error δ.
+    pub(crate) fn settle_charged(self, elem: ElemType, accumulate: bool) -> (Self, f64) {
         if !elem.is_float() {
-            return self;
+            return (self, 0.0);
         }
         let out = match self.pend {
             None => {
                 if self.fmt.is_some_and(|f| fits(f, elem)) {
-                    return self;
+                    return (self, 0.0);
                 }
                 // A narrowing conversion: one rounding of the computed value.
                 let r = add_up(
                     mul_up(M::unit(elem), add_up(self.iv.mag(), self.e)),
                     M::eta(elem),
                 );
-                Self::settled(self.iv, add_up(self.e, r), Some(elem))
+                (Self::settled(self.iv, add_up(self.e, r), Some(elem)), r)
             }
             Some(p) => {
                 let mag = add_up(self.iv.mag(), self.e);
@@ -314,14 +321,22 @@ impl<M: Model> Bnd<M> {
                     }
                     err
                 };
-                Self::settled(self.iv, add_up(self.e, err), Some(elem))
+                (Self::settled(self.iv, add_up(self.e, err), Some(elem)), err)
             }
         };
-        if add_up(out.iv.mag(), out.e) > max_finite(elem) {
+        if add_up(out.0.iv.mag(), out.0.e) > max_finite(elem) {
             // The computed value could overflow: nothing is bounded.
-            return Self::settled(out.iv, f64::INFINITY, Some(elem));
+            return (
+                Self::settled(out.0.iv, f64::INFINITY, Some(elem)),
+                f64::INFINITY,
+            );
         }
         out
+    }
+
+    /// Whether this value's rounding has not been charged yet.
+    pub(crate) fn is_pending(&self) -> bool {
+        self.pend.is_some()
     }
 
     /// A monotone function's enclosure `f` of the exact value (std's f64
