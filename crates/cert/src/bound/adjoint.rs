@@ -28,7 +28,7 @@
 //! per output element; the driver refuses tapes above a node budget.
 
 use super::interval::{up, widen, Iv};
-use super::scalar::{Bnd, Model};
+use super::scalar::{Bnd, Model, WEAK};
 use den::{NotExact, Scalar};
 use ir::ElemType;
 use std::cell::RefCell;
@@ -84,8 +84,24 @@ struct Tape {
     overflow: bool,
 }
 
+/// A decision the box weighs at a ratio ≤ `WEAK`: its operands' nodes and
+/// the exact margin between them.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Weak {
+    pub a: u32,
+    pub b: u32,
+    pub margin: f64,
+    pub ratio: f64,
+}
+
 thread_local! {
     static TAPE: RefCell<Tape> = RefCell::new(Tape::default());
+    static WEAK_DECISIONS: RefCell<Vec<Weak>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Take the weak decisions recorded since the last call, in evaluation order.
+pub(crate) fn take_weak() -> Vec<Weak> {
+    WEAK_DECISIONS.with(|w| std::mem::take(&mut *w.borrow_mut()))
 }
 
 /// Start recording on this thread, at most `limit` nodes.
@@ -377,7 +393,18 @@ impl<M: Model> Scalar for Adj<M> {
         }
     }
     fn gap(&self, o: &Self) -> f64 {
-        self.b.gap(&o.b)
+        let (g, margin) = self.b.box_gap(&o.b);
+        if g <= WEAK && margin > 0.0 {
+            WEAK_DECISIONS.with(|w| {
+                w.borrow_mut().push(Weak {
+                    a: self.id,
+                    b: o.id,
+                    margin,
+                    ratio: g,
+                })
+            });
+        }
+        g
     }
 
     fn sign(&self) -> Self {
@@ -578,11 +605,21 @@ impl Recorded {
     /// rounding, and a final factor 1 + 10⁻⁶ the radii's own, whose relative
     /// error along any path of ≤ 10⁹ roundings stays below 2.3·10⁻⁷).
     pub fn bound(&self, out: u32, s: &mut Scratch) -> f64 {
-        if out == EXACT {
+        self.bound_of(&[(out, 1.0)], s)
+    }
+
+    /// The bound on |Σ wᵢ(ŷᵢ − yᵢ)| over seeds (node, wᵢ): for a decision
+    /// between a and b, seeds (a, 1) and (b, −1) bound the computed
+    /// difference's error with their shared roundings cancelling.
+    pub fn bound_of(&self, seeds: &[(u32, f64)], s: &mut Scratch) -> f64 {
+        let live: Vec<(u32, f64)> = seeds.iter().copied().filter(|(n, _)| *n != EXACT).collect();
+        let Some(out) = live.iter().map(|(n, _)| *n).max() else {
             return 0.0;
-        }
+        };
         let (am, ar) = (&mut s.m, &mut s.r);
-        am[out as usize] = 1.0;
+        for (n, w) in live {
+            am[n as usize] += w;
+        }
         let mut total = 0.0f64;
         for n in (0..=out as usize).rev() {
             let (m, r) = (am[n], ar[n]);

@@ -284,13 +284,20 @@ pub fn analyse<M: Model>(
     })
 }
 
+/// At most this many weak decisions (box ratio ≤ 4) are re-weighed by the
+/// adjoint method, the weakest first (one tape sweep each).
+pub const MAX_REFINED: usize = 4096;
+
 /// The default tape budget of [`analyse_adjoint`]: 8M nodes (384 MB).
 pub const DEFAULT_TAPE_NODES: usize = 8_000_000;
 
 /// Bound `func` of `m` at `inputs` under `M` by the adjoint method (module
 /// doc of `adjoint`): per element the smaller of the first-order composite
-/// bound and the box bound. Where the tape would exceed `max_nodes` the
-/// report is the box method's, with a `note`.
+/// bound and the box bound; decisions the box weighs at a ratio ≤ 4 are
+/// re-weighed by the adjoint bound of their operands' difference (each
+/// under the premise that the earlier routing decisions hold, so by
+/// induction along the evaluation all of them). Where the tape would exceed
+/// `max_nodes` the report is the box method's, with a `note`.
 pub fn analyse_adjoint<M: Model>(
     m: &Module,
     func: &str,
@@ -302,8 +309,10 @@ pub fn analyse_adjoint<M: Model>(
     let vals = lift(inputs, adjoint::Adj::<M>::exact)?;
     let _ = scalar::take_unsupported();
     adjoint::start(max_nodes);
+    let _ = adjoint::take_weak();
     let ev = eval_func::<adjoint::Adj<M>>(m, func, vals, &margin_opts());
     let tape = adjoint::take();
+    let weak = adjoint::take_weak();
     let ev = ev.map_err(|e| e.to_string())?;
     let unsupported = scalar::take_unsupported();
     let mut scratch = tape.as_ref().map(|t| t.scratch());
@@ -331,8 +340,44 @@ pub fn analyse_adjoint<M: Model>(
             })
         })
         .collect();
+    let mut decisions = sites(&ev.margins);
+    let mut refined = 0;
+    if let (Some(tape), Some(s)) = (&tape, scratch.as_mut()) {
+        if !weak.is_empty() {
+            // Re-weigh the weakest decisions by the adjoint bound of their
+            // operands' difference, then replay the (deterministic) box
+            // evaluation with those ratios so each op's record takes them.
+            let mut order: Vec<usize> = (0..weak.len()).collect();
+            order.sort_by(|&i, &j| weak[i].ratio.total_cmp(&weak[j].ratio));
+            let mut ratios = vec![0.0; weak.len()];
+            for &i in order.iter().take(MAX_REFINED) {
+                let w = weak[i];
+                let e = tape.bound_of(&[(w.a, 1.0), (w.b, -1.0)], s);
+                ratios[i] = if e == 0.0 {
+                    f64::INFINITY
+                } else {
+                    interval::down(w.margin / e)
+                };
+                refined += 1;
+            }
+            let vals = lift(inputs, Bnd::<M>::exact)?;
+            scalar::set_refined(Some(ratios.into()));
+            let replay = eval_func::<Bnd<M>>(m, func, vals, &margin_opts());
+            scalar::set_refined(None);
+            decisions = sites(&replay.map_err(|e| e.to_string())?.margins);
+        }
+    }
     let (method, note) = match &tape {
-        Some(_) => ("adjoint", None),
+        Some(_) => (
+            "adjoint",
+            (weak.len() > refined).then(|| {
+                format!(
+                    "{} of {} weak decisions re-weighed by the adjoint (the rest keep the box ratio)",
+                    refined,
+                    weak.len()
+                )
+            }),
+        ),
         None => (
             "box",
             Some(format!(
@@ -344,7 +389,7 @@ pub fn analyse_adjoint<M: Model>(
         func: func.to_string(),
         model: M::NAME,
         outputs,
-        decisions: sites(&ev.margins),
+        decisions,
         unsupported,
         seconds: t0.elapsed().as_secs_f64(),
         method,

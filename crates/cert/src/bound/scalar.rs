@@ -29,6 +29,7 @@ use den::{NotExact, Scalar};
 use ir::ElemType;
 use std::cell::RefCell;
 use std::cmp::Ordering;
+use std::collections::VecDeque;
 use std::fmt::Debug;
 use std::marker::PhantomData;
 
@@ -123,6 +124,21 @@ pub struct Bnd<M> {
     /// (rounding to it, or to a wider type, changes nothing).
     fmt: Option<ElemType>,
     _m: PhantomData<M>,
+}
+
+/// Decisions whose box ratio is at most this are re-weighed by the adjoint
+/// method (the others are decided by the box already).
+pub(crate) const WEAK: f64 = 4.0;
+
+thread_local! {
+    /// The adjoint method's refined ratios of the weak decisions, in
+    /// evaluation order (its second, box-only pass consumes them).
+    static REFINED: RefCell<Option<VecDeque<f64>>> = const { RefCell::new(None) };
+}
+
+/// Install (or, with None, remove) the refined ratios `gap` consumes.
+pub(crate) fn set_refined(q: Option<VecDeque<f64>>) {
+    REFINED.with(|r| *r.borrow_mut() = q);
 }
 
 thread_local! {
@@ -332,6 +348,31 @@ impl<M: Model> Bnd<M> {
             );
         }
         out
+    }
+
+    /// The box's margin/bound ratio of a decision between `self` and `o`
+    /// (see `Scalar::gap` below) and the margin itself.
+    pub(crate) fn box_gap(&self, o: &Self) -> (f64, f64) {
+        let margin = super::interval::down((self.iv.lo - o.iv.hi).max(o.iv.lo - self.iv.hi));
+        let margin = if margin.is_nan() {
+            0.0
+        } else {
+            margin.max(0.0)
+        };
+        let e = add_up(self.e, o.e);
+        if e == 0.0 {
+            let both_points = self.iv.is_point() && o.iv.is_point();
+            let g = if margin > 0.0 || both_points {
+                f64::INFINITY
+            } else {
+                0.0
+            };
+            return (g, margin);
+        }
+        if margin == 0.0 {
+            return (0.0, 0.0);
+        }
+        (super::interval::down(margin / e).max(0.0), margin)
     }
 
     /// Whether this value's rounding has not been charged yet.
@@ -552,25 +593,14 @@ impl<M: Model> Scalar for Bnd<M> {
     /// bounds decide otherwise; ∞ for two exact equal values (computed =
     /// exact, same decision); 0 where the exact decision itself is open.
     fn gap(&self, o: &Self) -> f64 {
-        let margin = super::interval::down((self.iv.lo - o.iv.hi).max(o.iv.lo - self.iv.hi));
-        let margin = if margin.is_nan() {
-            0.0
-        } else {
-            margin.max(0.0)
-        };
-        let e = add_up(self.e, o.e);
-        if e == 0.0 {
-            let both_points = self.iv.is_point() && o.iv.is_point();
-            return if margin > 0.0 || both_points {
-                f64::INFINITY
-            } else {
-                0.0
-            };
+        let (g, margin) = self.box_gap(o);
+        if g <= WEAK && margin > 0.0 {
+            // The adjoint's second pass: this weak decision's refined ratio.
+            if let Some(r) = REFINED.with(|q| q.borrow_mut().as_mut().and_then(|q| q.pop_front())) {
+                return g.max(r);
+            }
         }
-        if margin == 0.0 {
-            return 0.0;
-        }
-        super::interval::down(margin / e).max(0.0)
+        g
     }
 
     fn sign(&self) -> Self {
