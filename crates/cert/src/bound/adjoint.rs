@@ -632,12 +632,10 @@ impl Recorded {
             if node.r > 0.0 {
                 total += (m.abs() + r) * node.r;
             }
-            for k in 0..2 {
-                let p = node.parent[k];
+            for (&p, &d) in node.parent.iter().zip(&node.part) {
                 if p == EXACT {
                     continue;
                 }
-                let d = node.part[k];
                 let cm = m * d.m;
                 let cr = m.abs() * d.r + r * (d.m.abs() + d.r) + EPS * cm.abs();
                 let p = p as usize;
