@@ -6,7 +6,8 @@
 
 use anyhow::{bail, Context, Result};
 use cert::bound::{
-    analyse, evaluate_f64, max_abs_diff, to_f32_values, view, BoundReport, HalvedUnit, Ieee754,
+    analyse, analyse_adjoint, evaluate_f64, max_abs_diff, to_f32_values, view, BoundReport,
+    HalvedUnit, Ieee754, Model, DEFAULT_TAPE_NODES,
 };
 use den::{Tensor, Value};
 use ir::rng::Rng;
@@ -45,6 +46,23 @@ pub struct BoundArgs {
     /// Write the per-tensor bounds and the decision summary as JSON.
     #[arg(long)]
     json: Option<PathBuf>,
+    /// `adjoint` (default): the first-order composite bound from a recorded
+    /// tape, per element the smaller of it and the box; `box`: running error
+    /// analysis alone.
+    #[arg(long, default_value = "adjoint", value_parser = ["adjoint", "box"])]
+    method: String,
+    /// The adjoint tape's node budget (48 bytes a node); above it the box
+    /// bounds are reported.
+    #[arg(long, default_value_t = DEFAULT_TAPE_NODES)]
+    tape_nodes: usize,
+}
+
+fn run<M: Model>(a: &BoundArgs, v: &view::View) -> std::result::Result<BoundReport, String> {
+    if a.method == "box" {
+        analyse::<M>(&v.module, &v.func, &v.inputs, &v.names)
+    } else {
+        analyse_adjoint::<M>(&v.module, &v.func, &v.inputs, &v.names, a.tape_nodes)
+    }
 }
 
 /// What to bound: a module's function at a point, with output names.
@@ -193,16 +211,24 @@ fn median(mut v: Vec<f64>) -> Option<f64> {
 pub fn bound(a: &BoundArgs) -> Result<()> {
     let (v, what) = target(a)?;
     let r = if a.halved_unit {
-        analyse::<HalvedUnit>(&v.module, &v.func, &v.inputs, &v.names)
+        run::<HalvedUnit>(a, &v)
     } else {
-        analyse::<Ieee754>(&v.module, &v.func, &v.inputs, &v.names)
+        run::<Ieee754>(a, &v)
     }
     .map_err(|e| anyhow::anyhow!("{e}"))?;
     let m = measure(&v, &r)?;
     println!(
-        "certgrad bound: {what}\n  model {}: any IEEE evaluation, any summation order; analysis {:.2} s, measurement (native f32 vs f64) {:.2} s",
-        r.model, r.seconds, m.seconds
+        "certgrad bound: {what}\n  model {}: any IEEE evaluation, any summation order; method {}{}; analysis {:.2} s, measurement (native f32 vs f64) {:.2} s",
+        r.model,
+        r.method,
+        r.tape_nodes
+            .map_or(String::new(), |n| format!(" ({n} tape nodes)")),
+        r.seconds,
+        m.seconds
     );
+    if let Some(n) = &r.note {
+        println!("  {n}");
+    }
     if !r.unsupported.is_empty() {
         println!(
             "  no rule for: {} (their results are vacuous)",
@@ -210,8 +236,16 @@ pub fn bound(a: &BoundArgs) -> Result<()> {
         );
     }
     println!(
-        "  {:<26} {:>8} {:>10} {:>10} {:>10} {:>9} {:>11} {:>9}  in bound",
-        "tensor", "elems", "‖value‖", "max bound", "‖bound‖", "‖b‖/‖v‖", "measured", "tightness"
+        "  {:<26} {:>8} {:>10} {:>10} {:>10} {:>9} {:>10} {:>11} {:>9}  in bound",
+        "tensor",
+        "elems",
+        "‖value‖",
+        "max bound",
+        "‖bound‖",
+        "‖b‖/‖v‖",
+        "‖box‖/‖v‖",
+        "measured",
+        "tightness"
     );
     let mut tight = Vec::new();
     let mut non_vacuous = 0;
@@ -226,13 +260,14 @@ pub fn bound(a: &BoundArgs) -> Result<()> {
         let ok = t.non_vacuous(0.1);
         non_vacuous += usize::from(ok);
         println!(
-            "  {:<26} {:>8} {:>10.3e} {:>10.3e} {:>10.3e} {:>9.2e} {:>11.3e} {:>9.1} {}{}",
+            "  {:<26} {:>8} {:>10.3e} {:>10.3e} {:>10.3e} {:>9.2e} {:>10.2e} {:>11.3e} {:>9.1} {}{}",
             t.name,
             t.len(),
             nv,
             mb,
             nb,
             nb / nv,
+            t.box_norm / nv,
             meas,
             tightness,
             if m.outside[i] == 0 { "yes" } else { "NO" },
@@ -244,7 +279,7 @@ pub fn bound(a: &BoundArgs) -> Result<()> {
         );
         rows.push(serde_json::json!({
             "tensor": t.name, "elements": t.len(), "norm_value": nv, "max_bound": mb,
-            "norm_bound": nb, "measured_max_abs_f32_minus_f64": meas, "tightness": tightness,
+            "norm_bound": nb, "box_norm_bound": t.box_norm, "measured_max_abs_f32_minus_f64": meas, "tightness": tightness,
             "non_vacuous": ok, "f32_outside_bound": m.outside[i],
         }));
     }
@@ -307,7 +342,8 @@ pub fn bound(a: &BoundArgs) -> Result<()> {
     }
     if let Some(path) = &a.json {
         let j = serde_json::json!({
-            "target": what, "model": r.model, "analysis_seconds": r.seconds,
+            "target": what, "model": r.model, "method": r.method, "tape_nodes": r.tape_nodes,
+            "note": r.note, "analysis_seconds": r.seconds,
             "tensors": rows, "median_tightness": med, "non_vacuous": non_vacuous,
             "flip_free": r.flip_free(), "rigorous": rigorous, "decisions": r.decision_count(),
             "weakest_decision": weakest.map(|w| serde_json::json!({

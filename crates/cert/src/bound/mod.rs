@@ -7,10 +7,17 @@
 //! text in ANY summation order (certgrad's executor, XLA and IREE alike),
 //! given the transcendental accuracy hypotheses of [`hypothesis`].
 //!
-//! This module owns the driver ([`analyse`]), the per-tensor report and the
-//! decision summary; `view` builds the gradient function of a net's step and
-//! its sample point.
+//! Two methods share the scalar: [`analyse`] (the box: the bound carried
+//! forward per element, |·| taken at every op) and [`analyse_adjoint`]
+//! (`adjoint`: the first-order composite bound Σₖ |∂y/∂vₖ|·|δₖ| from a
+//! recorded tape, the box entering only at second order), which reports the
+//! smaller of the two per element.
+//!
+//! This module owns the drivers, the per-tensor report and the decision
+//! summary; `view` builds the gradient function of a net's step and its
+//! sample point.
 
+pub mod adjoint;
 pub mod hypothesis;
 pub mod interval;
 pub mod scalar;
@@ -32,6 +39,8 @@ pub struct TensorBound {
     pub exact: Vec<Iv>,
     /// Bound on |computed − exact| per element.
     pub err: Vec<f64>,
+    /// The box method's ‖bound‖₂ (equal to ‖err‖₂ for the box method).
+    pub box_norm: f64,
 }
 
 impl TensorBound {
@@ -50,7 +59,7 @@ impl TensorBound {
 
     /// ‖bound‖₂ over the elements: bounds ‖computed − exact‖₂.
     pub fn norm_err(&self) -> f64 {
-        interval::up(self.err.iter().map(|e| e * e).sum::<f64>().sqrt() * (1.0 + 1e-12))
+        norm_up(&self.err)
     }
 
     /// ‖exact‖₂ (of the enclosures' midpoints).
@@ -127,6 +136,12 @@ pub struct BoundReport {
     /// carry vacuous bounds).
     pub unsupported: Vec<&'static str>,
     pub seconds: f64,
+    /// "box" or "adjoint" (the adjoint method falls back to the box where
+    /// its tape would exceed the node budget; `note` says so).
+    pub method: &'static str,
+    /// Tape nodes recorded (adjoint method).
+    pub tape_nodes: Option<usize>,
+    pub note: Option<String>,
 }
 
 impl BoundReport {
@@ -166,16 +181,12 @@ impl BoundReport {
     }
 }
 
-/// Bound `func` of `m` at `inputs` under the float model `M`. Float inputs
-/// must be values of their element type (they are the point, exactly);
-/// `names` label the outputs (missing ones are `result i`).
-pub fn analyse<M: Model>(
-    m: &Module,
-    func: &str,
+/// The point as values of the analysis scalar: float inputs must be values
+/// of their element type (they are the point, exactly).
+fn lift<S: Clone>(
     inputs: &[Value<f64>],
-    names: &[String],
-) -> Result<BoundReport, String> {
-    let t0 = Instant::now();
+    exact: impl Fn(f64) -> S,
+) -> Result<Vec<Value<S>>, String> {
     let mut vals = Vec::with_capacity(inputs.len());
     for (i, v) in inputs.iter().enumerate() {
         vals.push(match v {
@@ -191,43 +202,26 @@ pub fn analyse<M: Model>(
                     ));
                 }
                 Value::Float(
-                    Tensor::new(
-                        t.shape.clone(),
-                        t.data.iter().map(|&x| Bnd::<M>::exact(x)).collect(),
-                    ),
+                    Tensor::new(t.shape.clone(), t.data.iter().map(|&x| exact(x)).collect()),
                     *e,
                 )
             }
             Value::Int(t, e) => Value::Int(t.clone(), *e),
         });
     }
-    let _ = scalar::take_unsupported();
-    let opts = EvalOptions {
+    Ok(vals)
+}
+
+fn margin_opts() -> EvalOptions {
+    EvalOptions {
         fast: false,
         record_margins: true,
         replicas: 1,
-    };
-    let ev = eval_func::<Bnd<M>>(m, func, vals, &opts).map_err(|e| e.to_string())?;
-    let unsupported = scalar::take_unsupported();
-    let outputs = ev
-        .outputs
-        .into_iter()
-        .enumerate()
-        .filter_map(|(i, v)| {
-            let t = v.into_float()?;
-            Some(TensorBound {
-                name: names
-                    .get(i)
-                    .cloned()
-                    .unwrap_or_else(|| format!("result {i}")),
-                shape: t.shape.clone(),
-                exact: t.data.iter().map(|b| b.iv).collect(),
-                err: t.data.iter().map(|b| b.e).collect(),
-            })
-        })
-        .collect();
-    let decisions = ev
-        .margins
+    }
+}
+
+fn sites(ev_margins: &[den::eval::Margin]) -> Vec<DecisionSite> {
+    ev_margins
         .iter()
         .map(|mg| DecisionSite {
             op: mg.op,
@@ -237,7 +231,160 @@ pub fn analyse<M: Model>(
             ratio: mg.min,
             decisions: mg.decisions,
         })
+        .collect()
+}
+
+fn name(names: &[String], i: usize) -> String {
+    names
+        .get(i)
+        .cloned()
+        .unwrap_or_else(|| format!("result {i}"))
+}
+
+/// Bound `func` of `m` at `inputs` under the float model `M` by the box
+/// method. Float inputs must be values of their element type (they are the
+/// point, exactly); `names` label the outputs (missing ones are `result i`).
+pub fn analyse<M: Model>(
+    m: &Module,
+    func: &str,
+    inputs: &[Value<f64>],
+    names: &[String],
+) -> Result<BoundReport, String> {
+    let t0 = Instant::now();
+    let vals = lift(inputs, Bnd::<M>::exact)?;
+    let _ = scalar::take_unsupported();
+    let ev = eval_func::<Bnd<M>>(m, func, vals, &margin_opts()).map_err(|e| e.to_string())?;
+    let unsupported = scalar::take_unsupported();
+    let outputs = ev
+        .outputs
+        .into_iter()
+        .enumerate()
+        .filter_map(|(i, v)| {
+            let t = v.into_float()?;
+            let err: Vec<f64> = t.data.iter().map(|b| b.e).collect();
+            Some(TensorBound {
+                name: name(names, i),
+                shape: t.shape.clone(),
+                exact: t.data.iter().map(|b| b.iv).collect(),
+                box_norm: norm_up(&err),
+                err,
+            })
+        })
         .collect();
+    Ok(BoundReport {
+        func: func.to_string(),
+        model: M::NAME,
+        outputs,
+        decisions: sites(&ev.margins),
+        unsupported,
+        seconds: t0.elapsed().as_secs_f64(),
+        method: "box",
+        tape_nodes: None,
+        note: None,
+    })
+}
+
+/// At most this many weak decisions (box ratio ≤ 4) are re-weighed by the
+/// adjoint method, the weakest first (one tape sweep each).
+pub const MAX_REFINED: usize = 4096;
+
+/// The default tape budget of [`analyse_adjoint`]: 8M nodes (384 MB).
+pub const DEFAULT_TAPE_NODES: usize = 8_000_000;
+
+/// Bound `func` of `m` at `inputs` under `M` by the adjoint method (module
+/// doc of `adjoint`): per element the smaller of the first-order composite
+/// bound and the box bound; decisions the box weighs at a ratio ≤ 4 are
+/// re-weighed by the adjoint bound of their operands' difference (each
+/// under the premise that the earlier routing decisions hold, so by
+/// induction along the evaluation all of them). Where the tape would exceed
+/// `max_nodes` the report is the box method's, with a `note`.
+pub fn analyse_adjoint<M: Model>(
+    m: &Module,
+    func: &str,
+    inputs: &[Value<f64>],
+    names: &[String],
+    max_nodes: usize,
+) -> Result<BoundReport, String> {
+    let t0 = Instant::now();
+    let vals = lift(inputs, adjoint::Adj::<M>::exact)?;
+    let _ = scalar::take_unsupported();
+    adjoint::start(max_nodes);
+    let _ = adjoint::take_weak();
+    let ev = eval_func::<adjoint::Adj<M>>(m, func, vals, &margin_opts());
+    let tape = adjoint::take();
+    let weak = adjoint::take_weak();
+    let ev = ev.map_err(|e| e.to_string())?;
+    let unsupported = scalar::take_unsupported();
+    let mut scratch = tape.as_ref().map(|t| t.scratch());
+    let outputs = ev
+        .outputs
+        .into_iter()
+        .enumerate()
+        .filter_map(|(i, v)| {
+            let t = v.into_float()?;
+            let boxed: Vec<f64> = t.data.iter().map(|a| a.b.e).collect();
+            let err = match (&tape, scratch.as_mut()) {
+                (Some(tape), Some(s)) => t
+                    .data
+                    .iter()
+                    .map(|a| tape.bound(a.id, s).min(a.b.e))
+                    .collect(),
+                _ => boxed.clone(),
+            };
+            Some(TensorBound {
+                name: name(names, i),
+                shape: t.shape.clone(),
+                exact: t.data.iter().map(|a| a.b.iv).collect(),
+                box_norm: norm_up(&boxed),
+                err,
+            })
+        })
+        .collect();
+    let mut decisions = sites(&ev.margins);
+    let mut refined = 0;
+    if let (Some(tape), Some(s)) = (&tape, scratch.as_mut()) {
+        if !weak.is_empty() {
+            // Re-weigh the weakest decisions by the adjoint bound of their
+            // operands' difference, then replay the (deterministic) box
+            // evaluation with those ratios so each op's record takes them.
+            let mut order: Vec<usize> = (0..weak.len()).collect();
+            order.sort_by(|&i, &j| weak[i].ratio.total_cmp(&weak[j].ratio));
+            let mut ratios = vec![0.0; weak.len()];
+            for &i in order.iter().take(MAX_REFINED) {
+                let w = weak[i];
+                let e = tape.bound_of(&[(w.a, 1.0), (w.b, -1.0)], s);
+                ratios[i] = if e == 0.0 {
+                    f64::INFINITY
+                } else {
+                    interval::down(w.margin / e)
+                };
+                refined += 1;
+            }
+            let vals = lift(inputs, Bnd::<M>::exact)?;
+            scalar::set_refined(Some(ratios.into()));
+            let replay = eval_func::<Bnd<M>>(m, func, vals, &margin_opts());
+            scalar::set_refined(None);
+            decisions = sites(&replay.map_err(|e| e.to_string())?.margins);
+        }
+    }
+    let (method, note) = match &tape {
+        Some(_) => (
+            "adjoint",
+            (weak.len() > refined).then(|| {
+                format!(
+                    "{} of {} weak decisions re-weighed by the adjoint (the rest keep the box ratio)",
+                    refined,
+                    weak.len()
+                )
+            }),
+        ),
+        None => (
+            "box",
+            Some(format!(
+                "the adjoint tape would exceed {max_nodes} nodes: box bounds reported"
+            )),
+        ),
+    };
     Ok(BoundReport {
         func: func.to_string(),
         model: M::NAME,
@@ -245,7 +392,15 @@ pub fn analyse<M: Model>(
         decisions,
         unsupported,
         seconds: t0.elapsed().as_secs_f64(),
+        method,
+        tape_nodes: tape.as_ref().map(|t| t.len()),
+        note,
     })
+}
+
+/// ‖x‖₂ rounded up.
+fn norm_up(x: &[f64]) -> f64 {
+    interval::up(x.iter().map(|e| e * e).sum::<f64>().sqrt() * (1.0 + 1e-12))
 }
 
 /// The float outputs of `func` at `inputs` as f64 data: in f64 (the

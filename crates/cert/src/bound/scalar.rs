@@ -29,6 +29,7 @@ use den::{NotExact, Scalar};
 use ir::ElemType;
 use std::cell::RefCell;
 use std::cmp::Ordering;
+use std::collections::VecDeque;
 use std::fmt::Debug;
 use std::marker::PhantomData;
 
@@ -123,6 +124,21 @@ pub struct Bnd<M> {
     /// (rounding to it, or to a wider type, changes nothing).
     fmt: Option<ElemType>,
     _m: PhantomData<M>,
+}
+
+/// Decisions whose box ratio is at most this are re-weighed by the adjoint
+/// method (the others are decided by the box already).
+pub(crate) const WEAK: f64 = 4.0;
+
+thread_local! {
+    /// The adjoint method's refined ratios of the weak decisions, in
+    /// evaluation order (its second, box-only pass consumes them).
+    static REFINED: RefCell<Option<VecDeque<f64>>> = const { RefCell::new(None) };
+}
+
+/// Install (or, with None, remove) the refined ratios `gap` consumes.
+pub(crate) fn set_refined(q: Option<VecDeque<f64>>) {
+    REFINED.with(|r| *r.borrow_mut() = q);
 }
 
 thread_local! {
@@ -240,13 +256,13 @@ impl<M: Model> Bnd<M> {
     }
 
     /// Exactly zero, computed and real alike.
-    fn exact_zero(&self) -> bool {
+    pub(crate) fn exact_zero(&self) -> bool {
         self.pend.is_none() && self.e == 0.0 && self.iv.lo == 0.0 && self.iv.hi == 0.0
     }
 
     /// A settled exact power of two (multiplying by it is exact in binary
     /// floating point, barring underflow).
-    fn exact_power_of_two(&self) -> Option<f64> {
+    pub(crate) fn exact_power_of_two(&self) -> Option<f64> {
         let x = self.iv.lo;
         (self.pend.is_none() && self.e == 0.0 && self.iv.is_point() && x != 0.0 && x.is_finite())
             .then_some(x)
@@ -268,20 +284,27 @@ impl<M: Model> Bnd<M> {
     /// `accumulate`, the sum is kept in f32 (f64 for f64 results) and
     /// rounded to `elem` once at the end (bf16 leaves, f32 accumulation).
     fn settle(self, elem: ElemType, accumulate: bool) -> Self {
+        self.settle_charged(elem, accumulate).0
+    }
+
+    /// `settle`, also returning the bound it charged for this rounding
+    /// alone (|computed − exact op on the computed operands|; ∞ where the
+    /// result may overflow): the adjoint analysis's local error δ.
+    pub(crate) fn settle_charged(self, elem: ElemType, accumulate: bool) -> (Self, f64) {
         if !elem.is_float() {
-            return self;
+            return (self, 0.0);
         }
         let out = match self.pend {
             None => {
                 if self.fmt.is_some_and(|f| fits(f, elem)) {
-                    return self;
+                    return (self, 0.0);
                 }
                 // A narrowing conversion: one rounding of the computed value.
                 let r = add_up(
                     mul_up(M::unit(elem), add_up(self.iv.mag(), self.e)),
                     M::eta(elem),
                 );
-                Self::settled(self.iv, add_up(self.e, r), Some(elem))
+                (Self::settled(self.iv, add_up(self.e, r), Some(elem)), r)
             }
             Some(p) => {
                 let mag = add_up(self.iv.mag(), self.e);
@@ -314,14 +337,47 @@ impl<M: Model> Bnd<M> {
                     }
                     err
                 };
-                Self::settled(self.iv, add_up(self.e, err), Some(elem))
+                (Self::settled(self.iv, add_up(self.e, err), Some(elem)), err)
             }
         };
-        if add_up(out.iv.mag(), out.e) > max_finite(elem) {
+        if add_up(out.0.iv.mag(), out.0.e) > max_finite(elem) {
             // The computed value could overflow: nothing is bounded.
-            return Self::settled(out.iv, f64::INFINITY, Some(elem));
+            return (
+                Self::settled(out.0.iv, f64::INFINITY, Some(elem)),
+                f64::INFINITY,
+            );
         }
         out
+    }
+
+    /// The box's margin/bound ratio of a decision between `self` and `o`
+    /// (see `Scalar::gap` below) and the margin itself.
+    pub(crate) fn box_gap(&self, o: &Self) -> (f64, f64) {
+        let margin = super::interval::down((self.iv.lo - o.iv.hi).max(o.iv.lo - self.iv.hi));
+        let margin = if margin.is_nan() {
+            0.0
+        } else {
+            margin.max(0.0)
+        };
+        let e = add_up(self.e, o.e);
+        if e == 0.0 {
+            let both_points = self.iv.is_point() && o.iv.is_point();
+            let g = if margin > 0.0 || both_points {
+                f64::INFINITY
+            } else {
+                0.0
+            };
+            return (g, margin);
+        }
+        if margin == 0.0 {
+            return (0.0, 0.0);
+        }
+        (super::interval::down(margin / e).max(0.0), margin)
+    }
+
+    /// Whether this value's rounding has not been charged yet.
+    pub(crate) fn is_pending(&self) -> bool {
+        self.pend.is_some()
     }
 
     /// A monotone function's enclosure `f` of the exact value (std's f64
@@ -537,25 +593,14 @@ impl<M: Model> Scalar for Bnd<M> {
     /// bounds decide otherwise; ∞ for two exact equal values (computed =
     /// exact, same decision); 0 where the exact decision itself is open.
     fn gap(&self, o: &Self) -> f64 {
-        let margin = super::interval::down((self.iv.lo - o.iv.hi).max(o.iv.lo - self.iv.hi));
-        let margin = if margin.is_nan() {
-            0.0
-        } else {
-            margin.max(0.0)
-        };
-        let e = add_up(self.e, o.e);
-        if e == 0.0 {
-            let both_points = self.iv.is_point() && o.iv.is_point();
-            return if margin > 0.0 || both_points {
-                f64::INFINITY
-            } else {
-                0.0
-            };
+        let (g, margin) = self.box_gap(o);
+        if g <= WEAK && margin > 0.0 {
+            // The adjoint's second pass: this weak decision's refined ratio.
+            if let Some(r) = REFINED.with(|q| q.borrow_mut().as_mut().and_then(|q| q.pop_front())) {
+                return g.max(r);
+            }
         }
-        if margin == 0.0 {
-            return 0.0;
-        }
-        super::interval::down(margin / e).max(0.0)
+        g
     }
 
     fn sign(&self) -> Self {
