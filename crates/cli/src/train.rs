@@ -468,8 +468,8 @@ fn measure_steps(s: &mut Session, n: u64, mut shadow: Option<&mut Session>) -> R
     }
     if let Some(sh) = shadow {
         println!(
-            "shadow {} vs {}: one update from the same state, {} updates: max loss relative {worst_loss:.3e}, max θ' norm-wise {worst_theta:.3e}",
-            sh.engine_options.kind, s.engine_options.kind, n
+            "engine {} shadowed by {} over {} updates, each from the same state: max loss relative {worst_loss:.3e}, max θ' norm-wise {worst_theta:.3e}",
+            s.engine_options.kind, sh.engine_options.kind, n
         );
     }
     let mut steady: Vec<f64> = times.iter().skip(1).copied().collect();
