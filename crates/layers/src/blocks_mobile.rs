@@ -156,6 +156,19 @@ impl<'a> Stages<'a> {
         self.act(&format!("{prefix}_act"), act);
     }
 
+    /// `prefix`, `prefix_bn`, `prefix_act`: a depthwise–BN–activation stage.
+    fn dw_bn_act(&mut self, prefix: &str, conv: (i64, i64, Padding), ch: i64, act: Activation) {
+        self.dw(prefix, conv.0, conv.1, conv.2, ch);
+        self.bn(&format!("{prefix}_bn"), ch);
+        self.act(&format!("{prefix}_act"), act);
+    }
+
+    /// `project`, `project_bn`: the linear 1×1 projection that ends a block.
+    fn project(&mut self, padding: Padding, io: (i64, i64)) {
+        self.conv("project", 1, 1, padding, io);
+        self.bn("project_bn", io.1);
+    }
+
     /// The block, with an identity skip around the chain when `skip`.
     fn finish(self, label: String, skip: bool) -> MobileBlock {
         let body: Box<dyn CertLayer> = if skip {
@@ -303,11 +316,8 @@ impl InvertedResidualSpec {
         if self.expand != 1 {
             s.conv_bn_act("expand", (1, 1, self.padding), (in_ch, mid), self.act);
         }
-        s.dw("dw", self.k, self.stride, self.padding, mid);
-        s.bn("dw_bn", mid);
-        s.act("dw_act", self.act);
-        s.conv("project", 1, 1, self.padding, (mid, self.out_ch));
-        s.bn("project_bn", self.out_ch);
+        s.dw_bn_act("dw", (self.k, self.stride, self.padding), mid, self.act);
+        s.project(self.padding, (mid, self.out_ch));
         let skip = self.skip.applies(self.stride, in_ch, self.out_ch);
         let label = format!(
             "inverted residual t={} dw{k}×{k}/s{} {:?} {in_ch}→{mid}→{} {}{}",
@@ -376,12 +386,9 @@ impl MbConvSeSpec {
         if self.expand != 1 {
             s.conv_bn_act("expand", (1, 1, self.padding), (in_ch, mid), self.act);
         }
-        s.dw("dw", self.k, self.stride, self.padding, mid);
-        s.bn("dw_bn", mid);
-        s.act("dw_act", self.act);
+        s.dw_bn_act("dw", (self.k, self.stride, self.padding), mid, self.act);
         s.push("se", Box::new(SqueezeExcite { ch: mid, reduced }));
-        s.conv("project", 1, 1, self.padding, (mid, self.out_ch));
-        s.bn("project_bn", self.out_ch);
+        s.project(self.padding, (mid, self.out_ch));
         let skip = self.skip.applies(self.stride, in_ch, self.out_ch);
         let label = format!(
             "mbconv-se t={} dw{k}×{k}/s{} {:?} {in_ch}→{mid}→{} se r={reduced} {}{}",
@@ -447,8 +454,7 @@ impl FusedMbConvSpec {
         } else {
             let mid = in_ch * self.expand;
             s.conv_bn_act("fused", conv, (in_ch, mid), self.act);
-            s.conv("project", 1, 1, self.padding, (mid, self.out_ch));
-            s.bn("project_bn", self.out_ch);
+            s.project(self.padding, (mid, self.out_ch));
             mid
         };
         let skip = self.skip.applies(self.stride, in_ch, self.out_ch);
@@ -534,18 +540,23 @@ impl UibSpec {
         };
         let mut s = Stages::new(self.norm(), swap);
         if self.pre_dw_k > 0 {
-            s.dw("pre_dw", self.pre_dw_k, pre_stride, self.padding, in_ch);
-            s.bn("pre_dw_bn", in_ch);
-            s.act("pre_dw_act", self.act);
+            s.dw_bn_act(
+                "pre_dw",
+                (self.pre_dw_k, pre_stride, self.padding),
+                in_ch,
+                self.act,
+            );
         }
         s.conv_bn_act("expand", (1, 1, self.padding), (in_ch, mid), self.act);
         if self.post_dw_k > 0 {
-            s.dw("post_dw", self.post_dw_k, post_stride, self.padding, mid);
-            s.bn("post_dw_bn", mid);
-            s.act("post_dw_act", self.act);
+            s.dw_bn_act(
+                "post_dw",
+                (self.post_dw_k, post_stride, self.padding),
+                mid,
+                self.act,
+            );
         }
-        s.conv("project", 1, 1, self.padding, (mid, self.out_ch));
-        s.bn("project_bn", self.out_ch);
+        s.project(self.padding, (mid, self.out_ch));
         let skip = self.skip.applies(self.stride, in_ch, self.out_ch);
         let label = format!(
             "uib pre-dw {} post-dw {} t={} s{} {:?} {in_ch}→{mid}→{} {}{}",
