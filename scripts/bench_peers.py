@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """bench_peers.py: the peers of `certgrad bench step` for cifar8-bbn (PyTorch
 eager and JAX) and for mobilenetv2 and resnet34 at 224² (PyTorch eager), and
-the table that compares them (driven by scripts/bench_peers.sh).
+ViT-Tiny at 224² (PyTorch eager), and the table that compares them (driven
+by scripts/bench_peers.sh).
 
 One train step of cifar8-bbn (REFERENCE §4.1 with true batch-statistics BN):
 four stages of conv3x3(bias) -> BN -> ReLU -> conv3x3(bias) -> BN -> maxpool
@@ -162,11 +163,60 @@ def torch_resnet34(torch):
     return nn.Sequential(*layers)
 
 
+def torch_vit_tiny(torch):
+    """ViT-Tiny/16 as REFERENCE §4.7 and certgrad's `vit-tiny` (K=10): 16x16/s16
+    patch conv with bias, learned CLS token prepended, learned positional
+    embedding [197, 192] added; 12 pre-norm blocks x + MHSA(LN x) (3 heads,
+    separate Q/K/V/O projections with biases, scale 1/sqrt(64)), then
+    x + fc2(GELU_tanh(fc1(LN x))) (MLP 768); head LN -> CLS token -> dense.
+    LN eps 1e-5. torch's softmax shifts by the row max; certgrad's does not
+    (the same function)."""
+    nn = torch.nn
+    dim, depth, heads, mlp, patch, tokens = 192, 12, 3, 768, 16, (224 // 16) ** 2 + 1
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln1 = nn.LayerNorm(dim, eps=EPS)
+            self.q, self.k, self.v, self.o = (nn.Linear(dim, dim) for _ in range(4))
+            self.ln2 = nn.LayerNorm(dim, eps=EPS)
+            self.fc1 = nn.Linear(dim, mlp)
+            self.fc2 = nn.Linear(mlp, dim)
+            self.act = nn.GELU(approximate="tanh")
+
+        def forward(self, x):
+            n, t, _ = x.shape
+            h = self.ln1(x)
+            split = lambda z: z.reshape(n, t, heads, dim // heads).transpose(1, 2)
+            q, k, v = split(self.q(h)), split(self.k(h)), split(self.v(h))
+            s = torch.softmax(q @ k.transpose(-2, -1) * (dim // heads) ** -0.5, dim=-1)
+            x = x + self.o((s @ v).transpose(1, 2).reshape(n, t, dim))
+            return x + self.fc2(self.act(self.fc1(self.ln2(x))))
+
+    class ViT(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed = nn.Conv2d(3, dim, patch, patch, bias=True)
+            self.cls = nn.Parameter(torch.zeros(1, 1, dim))
+            self.pos = nn.Parameter(torch.randn(1, tokens, dim) * 0.02)
+            self.blocks = nn.Sequential(*(Block() for _ in range(depth)))
+            self.ln = nn.LayerNorm(dim, eps=EPS)
+            self.head = nn.Linear(dim, CLASSES)
+
+        def forward(self, x):
+            x = self.embed(x).flatten(2).transpose(1, 2)
+            x = torch.cat([self.cls.expand(x.shape[0], -1, -1), x], dim=1) + self.pos
+            return self.head(self.ln(self.blocks(x))[:, 0])
+
+    return ViT()
+
+
 # Per net: the torch model and its input (channels, H, W).
 TORCH_NETS = {
     "cifar8-bbn": (torch_model, (IN_C, IN_HW, IN_HW)),
     "mobilenetv2": (torch_mobilenetv2, (3, 224, 224)),
     "resnet34": (torch_resnet34, (3, 224, 224)),
+    "vit-tiny": (torch_vit_tiny, (3, 224, 224)),
 }
 
 

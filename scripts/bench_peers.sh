@@ -2,8 +2,8 @@
 # bench_peers.sh: certgrad's SGD train steps against their peers on this
 # machine, in one run: cifar8-bbn (PyTorch eager, JAX), and with --net the
 # 224² nets mobilenetv2 (the depthwise family; PyTorch eager's weak spot on
-# CPU) and resnet34 against PyTorch eager on the same model (same parameter
-# count, checked).
+# CPU), resnet34 and vit-tiny against PyTorch eager on the same model (same
+# parameter count, checked).
 #
 # Owns the sequence: a Python venv with torch (CPU) and jax, the release build
 # of certgrad, the parameter-count check (the PyTorch and JAX models must have
@@ -17,7 +17,7 @@
 #
 # Usage: scripts/bench_peers.sh [--quick] [--net NET,…] [--batch 32,128]
 #                               [--repeats K] [--warmup W] [--iters N]
-#   --net        nets to run (cifar8-bbn, mobilenetv2, resnet34; default
+#   --net        nets to run (cifar8-bbn, mobilenetv2, resnet34, vit-tiny; default
 #                cifar8-bbn); every net runs at every --batch
 #   --mobile     shorthand for --net mobilenetv2,resnet34 --batch 8
 #                --warmup 1 --iters 3 (a 224² step takes seconds)
@@ -98,9 +98,9 @@ say() { echo "bench_peers: $*" >&2; }
 IFS=, read -r -a NET_LIST <<<"$NETS"
 for net in "${NET_LIST[@]}"; do
     case $net in
-    cifar8-bbn | mobilenetv2 | resnet34) ;;
+    cifar8-bbn | mobilenetv2 | resnet34 | vit-tiny) ;;
     *)
-        echo "bench_peers: --net '$net' is not one of cifar8-bbn, mobilenetv2, resnet34" >&2
+        echo "bench_peers: --net '$net' is not one of cifar8-bbn, mobilenetv2, resnet34, vit-tiny" >&2
         exit 2
         ;;
     esac

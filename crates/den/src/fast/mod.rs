@@ -89,7 +89,20 @@ pub fn dot_general<T: FastFloat>(
     dims: &ir::DotDims,
     out_shape: &[usize],
 ) -> Tensor<T> {
-    dot::dot_general(lhs, rhs, dims, out_shape)
+    dot::dot_general(lhs, rhs, dims, out_shape, None)
+}
+
+/// [`dot_general`] into `buffer` (the result's length, any contents: every
+/// element is overwritten), so a caller's reused buffer is neither zeroed nor
+/// paged in again.
+pub fn dot_general_into<T: FastFloat>(
+    lhs: &Tensor<T>,
+    rhs: &Tensor<T>,
+    dims: &ir::DotDims,
+    out_shape: &[usize],
+    buffer: Vec<T>,
+) -> Tensor<T> {
+    dot::dot_general(lhs, rhs, dims, out_shape, Some(buffer))
 }
 
 /// `stablehlo.reduce` of one input over `dims` with the reducer `kind`, starting
