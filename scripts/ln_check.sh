@@ -12,7 +12,7 @@
 #     through the PJRT plugin), compared with native norm-wise (threshold
 #     1e-4, scripts/step_inputs.py `compare`, every output gated: these nets
 #     have no ReLU or max pool, so every point is smooth);
-#  3. `--engine iree` (iree-compile on the text UNCHANGED, fresh cache, then
+#  3. `--engine iree` (iree-compile on the text UNCHANGED, then
 #     iree-run-module) on the drop-path renders, compared the same way; with
 #     LN_CHECK_FULL=1 on the plain renders too. The drop-path render holds
 #     every op of the plain one (plus the keep broadcasts and products), and
