@@ -12,71 +12,26 @@
 #     through the PJRT plugin), compared with native norm-wise (threshold
 #     1e-4, scripts/step_inputs.py `compare`, every output gated: these nets
 #     have no ReLU or max pool, so every point is smooth);
-#  3. `--engine iree` (iree-compile on the text UNCHANGED, fresh cache, then
+#  3. `--engine iree` (iree-compile on the text UNCHANGED, then
 #     iree-run-module) on the drop-path renders, compared the same way; with
 #     LN_CHECK_FULL=1 on the plain renders too. The drop-path render holds
 #     every op of the plain one (plus the keep broadcasts and products), and
 #     one IREE compile costs ~60 s CPU, so CI compiles two.
 # Each engine's compile ("prepared in") time is printed, and the script's
 # own wall time last.
-# Setup as scripts/engines_check.sh (venv ${CERTGRAD_VENV:-$HOME/.cache/certgrad/venv}
-# with numpy, iree-base-compiler/runtime 3.13.0; the PJRT plugin at
-# ${CERTGRAD_PJRT_PLUGIN:-$HOME/.cache/certgrad/pjrt/libpjrt_cpu.so}, fetched by
-# engines_check.sh). What is missing is skipped LOUDLY.
+# Setup: scripts/lib_engines.sh (venv, IREE tools, PJRT plugin, binary; what
+# is missing is skipped LOUDLY).
 # Last lines: "ln check: N passed, M failed, K skipped" and the wall time.
 # Exit 1 on any failure.
 set -euo pipefail
 
 T0=$(date +%s)
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-VENV=${CERTGRAD_VENV:-$HOME/.cache/certgrad/venv}
 BATCH=${LN_CHECK_BATCH:-2}
 NETS=${LN_CHECK_NETS:-"convnext-t-k10-32x32 vit-tiny-k10-32x32-p4"}
 VARIANTS=${LN_CHECK_VARIANTS:-"adamw adamw-dp"}
 FULL=${LN_CHECK_FULL:-0}
-PLUGIN=${CERTGRAD_PJRT_PLUGIN:-$HOME/.cache/certgrad/pjrt/libpjrt_cpu.so}
-PASSED=0
-FAILED=0
-SKIPPED=0
-skip() {
-    echo "SKIP: ln check: $*"
-    SKIPPED=$((SKIPPED + 1))
-}
-pass() { PASSED=$((PASSED + 1)); }
-fail() {
-    echo "FAIL: $*"
-    FAILED=$((FAILED + 1))
-}
-finish() {
-    echo "ln check: $PASSED passed, $FAILED failed, $SKIPPED skipped"
-    echo "ln check: wall time $(($(date +%s) - T0)) s"
-    if [[ $FAILED -eq 0 ]]; then exit 0; else exit 1; fi
-}
-
-PY="$VENV/bin/python"
-HAVE_NUMPY=0
-HAVE_IREE=0
-if [[ -x "$PY" ]]; then
-    "$PY" -c "import numpy" 2>/dev/null && HAVE_NUMPY=1
-    [[ -x "$VENV/bin/iree-compile" && -x "$VENV/bin/iree-run-module" ]] && HAVE_IREE=1
-fi
-HAVE_PJRT=0
-[[ -f "$PLUGIN" ]] && HAVE_PJRT=1
-if [[ $HAVE_NUMPY -eq 0 ]]; then
-    skip "no venv with numpy at $VENV (run scripts/engines_check.sh once to set it up)"
-    finish
-fi
-[[ $HAVE_IREE -eq 1 ]] || skip "iree: no iree-compile/iree-run-module in $VENV/bin"
-[[ $HAVE_PJRT -eq 1 ]] || skip "pjrt: no plugin at $PLUGIN (run scripts/engines_check.sh once to fetch it)"
-
-BIN=${CERTGRAD_BIN:-$ROOT/target/release/certgrad}
-[[ -x "$BIN" ]] || (cd "$ROOT" && cargo build --release -q -p certgrad)
-WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
-# A fresh .vmfb cache: the compile times printed are compiles, not cache hits.
-export CERTGRAD_IREE_CACHE="$WORK/iree-cache"
-
-ms_since() { echo $((($(date +%s%N) - $1) / 1000000)); }
+LABEL="ln check"
+source "$(dirname "${BASH_SOURCE[0]}")/lib_engines.sh"
 
 # engine_step NAME ENGINES...: one step of $WORK/NAME.mlir on each engine from
 # the same inputs, every other engine compared with native.
@@ -117,42 +72,10 @@ PY
         fail "$name: no inputs for the comparison"
         return
     fi
-    for ENGINE in native "$@"; do
-        local extra=()
-        case $ENGINE in
-        pjrt) extra=(--pjrt-plugin "$PLUGIN") ;;
-        iree) extra=(--iree-dir "$VENV/bin") ;;
-        esac
-        if "$BIN" run "$d/step.mlir" --engine "$ENGINE" "${extra[@]}" \
-            --inputs "$d"/in_*.npy --out "$d/out_$ENGINE" >"$d/$ENGINE.log" 2>&1; then
-            echo "$name $ENGINE: $(sed -e 's/^@[^:]*: [0-9]* outputs written to [^ ]* //' "$d/$ENGINE.log" | tail -1)"
-        else
-            tail -10 "$d/$ENGINE.log"
-            fail "$name step on $ENGINE"
-        fi
-    done
-    for ENGINE in "$@"; do
-        [[ -d "$d/out_$ENGINE" && -d "$d/out_native" ]] || continue
-        if "$PY" - "$d" "$ENGINE" "$name $ENGINE vs native" "$ROOT/scripts" <<'PY'; then
-import glob, os, sys
-import numpy as np
-d, engine, label, scripts = sys.argv[1:]
-sys.path.insert(0, scripts)
-from step_inputs import compare, gradient_outputs, layout
-n = len(glob.glob(os.path.join(d, "out_native", "out_*.npy")))
-load = lambda e: [np.load(os.path.join(d, f"out_{e}", f"out_{k}.npy")) for k in range(n)]
-text = open(os.path.join(d, "step.mlir")).read()
-regions = [r + "'" for r in layout(text)[1]]
-if not all(np.isfinite(a).all() for a in load("native")):
-    print(f"FAIL {label}: native's outputs are not finite at this point")
-    sys.exit(1)
-passed, failed = compare(load("native"), load(engine), gradient_outputs(text), True, label, regions=regions)
-sys.exit(1 if failed else 0)
-PY
-            pass
-        else
-            fail "$name $ENGINE vs native"
-        fi
+    run_engines "$d" "$name" "$name " native "$@"
+    local engine
+    for engine in "$@"; do
+        compare_with_native "$d" "$engine" "$name $engine vs native" True 1
     done
 }
 

@@ -28,55 +28,15 @@
 # (PJRT) and 3.1e-4 (IREE) from native while every other output agrees to
 # 1.4e-6. The net file (`certgrad nets cifar8-bbn --write-file`, conv
 # `bias = false`) has no such structurally zero gradient; dense biases stay.
-# Setup as scripts/engines_check.sh (venv ${CERTGRAD_VENV:-$HOME/.cache/certgrad/venv},
-# PJRT plugin ${CERTGRAD_PJRT_PLUGIN:-$HOME/.cache/certgrad/pjrt/libpjrt_cpu.so});
-# what is missing is skipped LOUDLY.
+# Setup: scripts/lib_engines.sh (venv, IREE tools, PJRT plugin, binary; what
+# is missing is skipped LOUDLY).
 # Last line: "tails check: N passed, M failed, K skipped". Exit 1 on any failure.
 set -euo pipefail
 
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-VENV=${CERTGRAD_VENV:-$HOME/.cache/certgrad/venv}
 BATCH=${TAILS_CHECK_BATCH:-4}
 FULL=${TAILS_CHECK_FULL:-0}
-PLUGIN=${CERTGRAD_PJRT_PLUGIN:-$HOME/.cache/certgrad/pjrt/libpjrt_cpu.so}
-PASSED=0
-FAILED=0
-SKIPPED=0
-skip() {
-    echo "SKIP: tails check: $*"
-    SKIPPED=$((SKIPPED + 1))
-}
-pass() { PASSED=$((PASSED + 1)); }
-fail() {
-    echo "FAIL: $*"
-    FAILED=$((FAILED + 1))
-}
-finish() {
-    echo "tails check: $PASSED passed, $FAILED failed, $SKIPPED skipped"
-    if [[ $FAILED -eq 0 ]]; then exit 0; else exit 1; fi
-}
-
-PY="$VENV/bin/python"
-HAVE_NUMPY=0
-HAVE_IREE=0
-if [[ -x "$PY" ]]; then
-    "$PY" -c "import numpy" 2>/dev/null && HAVE_NUMPY=1
-    [[ -x "$VENV/bin/iree-compile" && -x "$VENV/bin/iree-run-module" ]] && HAVE_IREE=1
-fi
-HAVE_PJRT=0
-[[ -f "$PLUGIN" ]] && HAVE_PJRT=1
-if [[ $HAVE_NUMPY -eq 0 ]]; then
-    skip "no venv with numpy at $VENV (run scripts/engines_check.sh once to set it up)"
-    finish
-fi
-[[ $HAVE_IREE -eq 1 ]] || skip "iree: no iree-compile/iree-run-module in $VENV/bin"
-[[ $HAVE_PJRT -eq 1 ]] || skip "pjrt: no plugin at $PLUGIN (run scripts/engines_check.sh once to fetch it)"
-
-BIN=${CERTGRAD_BIN:-$ROOT/target/release/certgrad}
-[[ -x "$BIN" ]] || (cd "$ROOT" && cargo build --release -q -p certgrad)
-WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
-export CERTGRAD_IREE_CACHE="$WORK/iree-cache"
+LABEL="tails check"
+source "$(dirname "${BASH_SOURCE[0]}")/lib_engines.sh"
 NET="$WORK/cifar8-bbn-nobias.toml"
 "$BIN" nets cifar8-bbn --write-file "$WORK/cifar8-bbn.toml" >/dev/null
 awk '/^op = / { op = $3 }
@@ -116,42 +76,10 @@ for entry in "${RECIPES[@]}"; do
     echo "$name (${flags[*]}): $(head -1 "$d/render.log" | sed -e 's/ -> [^ ]*$//')"
     if "$BIN" check "$d/step.mlir" >/dev/null; then pass; else fail "certgrad check $name"; fi
     "$PY" "$ROOT/scripts/step_inputs.py" "$d/step.mlir" "$d" "$BIN" --min-margin 2e-5
-    engines=(native)
-    [[ $HAVE_PJRT -eq 1 ]] && engines+=(pjrt)
-    [[ $HAVE_IREE -eq 1 ]] && engines+=(iree)
-    for ENGINE in "${engines[@]}"; do
-        extra=()
-        case $ENGINE in
-        pjrt) extra=(--pjrt-plugin "$PLUGIN") ;;
-        iree) extra=(--iree-dir "$VENV/bin") ;;
-        esac
-        if "$BIN" run "$d/step.mlir" --engine "$ENGINE" "${extra[@]}" \
-            --inputs "$d"/in_*.npy --out "$d/out_$ENGINE" >"$d/$ENGINE.log" 2>&1; then
-            echo "  $ENGINE: $(sed -e 's/^@[^:]*: [0-9]* outputs written to [^ ]* //' "$d/$ENGINE.log" | tail -1)"
-        else
-            tail -10 "$d/$ENGINE.log"
-            fail "$name step on $ENGINE"
-        fi
-    done
-    for ENGINE in pjrt iree; do
-        [[ -d "$d/out_$ENGINE" && -d "$d/out_native" ]] || continue
-        if "$PY" - "$d" "$ENGINE" "  $name $ENGINE vs native" "$ROOT/scripts" <<'PY'; then
-import glob, os, sys
-import numpy as np
-d, engine, label, scripts = sys.argv[1:]
-sys.path.insert(0, scripts)
-from step_inputs import compare, gradient_outputs, layout
-n = len(glob.glob(os.path.join(d, "out_native", "out_*.npy")))
-load = lambda e: [np.load(os.path.join(d, f"out_{e}", f"out_{k}.npy")) for k in range(n)]
-text = open(os.path.join(d, "step.mlir")).read()
-regions = [r + "'" for r in layout(text)[1]]
-passed, failed = compare(load("native"), load(engine), gradient_outputs(text), True, label, regions=regions)
-sys.exit(1 if failed else 0)
-PY
-            pass
-        else
-            fail "$name $ENGINE vs native"
-        fi
+    # shellcheck disable=SC2046
+    run_engines "$d" "$name" "  " $(engines_available)
+    for engine in pjrt iree; do
+        compare_with_native "$d" "$engine" "  $name $engine vs native" True
     done
 done
 
