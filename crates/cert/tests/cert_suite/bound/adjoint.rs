@@ -134,7 +134,6 @@ fn conv_batch_norm_conv_contains_f32_in_both_orders_against_f64() {
     assert!(rigorous >= 2, "only {rigorous} flip-free points");
 }
 
-
 #[test]
 fn negative_control_the_adjoint_with_the_halved_unit_is_caught_failing() {
     let m = module(ELEMENTWISE);
@@ -175,4 +174,14 @@ fn a_tiny_nets_adjoint_gradients_contain_f32_and_beat_the_box() {
         r.outputs.len()
     );
     assert!(na > nb, "adjoint {na} vs box {nb} non-vacuous tensors");
+    // The rest are the conv biases before a batch BN, whose exact gradient
+    // is 0 (the BN removes any shift): zero-valued, counted neither way.
+    for t in r.outputs.iter().filter(|t| !t.non_vacuous(0.1)) {
+        assert!(t.zero_valued(), "{} is vacuous", t.name);
+        assert!(
+            t.name.contains("conv") && t.name.ends_with(".b"),
+            "{} is zero-valued",
+            t.name
+        );
+    }
 }

@@ -222,7 +222,6 @@ fn batch_norm_and_softmax_ce_contain_f32_in_both_orders() {
     }
 }
 
-
 #[test]
 fn negative_control_the_halved_unit_is_caught_failing_to_contain_f32_errors() {
     let m = module(ELEMENTWISE);
