@@ -249,6 +249,7 @@ pub fn bound(a: &BoundArgs) -> Result<()> {
     );
     let mut tight = Vec::new();
     let mut non_vacuous = 0;
+    let mut zero_valued = 0;
     let mut rows = Vec::new();
     for (i, t) in r.outputs.iter().enumerate() {
         let (nv, nb, mb) = (t.norm_value(), t.norm_err(), t.max_err());
@@ -258,7 +259,9 @@ pub fn bound(a: &BoundArgs) -> Result<()> {
             tight.push(tightness);
         }
         let ok = t.non_vacuous(0.1);
+        let zero = !ok && t.zero_valued();
         non_vacuous += usize::from(ok);
+        zero_valued += usize::from(zero);
         println!(
             "  {:<26} {:>8} {:>10.3e} {:>10.3e} {:>10.3e} {:>9.2e} {:>10.2e} {:>11.3e} {:>9.1} {}{}",
             t.name,
@@ -273,6 +276,8 @@ pub fn bound(a: &BoundArgs) -> Result<()> {
             if m.outside[i] == 0 { "yes" } else { "NO" },
             if ok {
                 ""
+            } else if zero {
+                "  (zero-valued: |exact| ≤ bound everywhere; no relative criterion)"
             } else {
                 "  (vacuous: ‖bound‖ ≥ 10 % ‖value‖)"
             }
@@ -280,13 +285,20 @@ pub fn bound(a: &BoundArgs) -> Result<()> {
         rows.push(serde_json::json!({
             "tensor": t.name, "elements": t.len(), "norm_value": nv, "max_bound": mb,
             "norm_bound": nb, "box_norm_bound": t.box_norm, "measured_max_abs_f32_minus_f64": meas, "tightness": tightness,
-            "non_vacuous": ok, "f32_outside_bound": m.outside[i],
+            "non_vacuous": ok, "zero_valued": zero, "f32_outside_bound": m.outside[i],
         }));
     }
     let med = median(tight);
     println!(
-        "  non-vacuous (‖bound‖ < 10 % ‖value‖): {non_vacuous} of {} tensors; median tightness (max bound / measured) {}",
+        "  non-vacuous (‖bound‖ < 10 % ‖value‖): {non_vacuous} of {} tensors{}; median tightness (max bound / measured) {}",
         r.outputs.len(),
+        if zero_valued > 0 {
+            format!(
+                ", {zero_valued} more zero-valued (the exact value within its bound of 0 at every element, e.g. a conv bias before a batch BN: counted neither way)"
+            )
+        } else {
+            String::new()
+        },
         med.map_or("n/a".into(), |x| format!("{x:.1}"))
     );
     let outside: usize = m.outside.iter().sum();
@@ -344,7 +356,7 @@ pub fn bound(a: &BoundArgs) -> Result<()> {
         let j = serde_json::json!({
             "target": what, "model": r.model, "method": r.method, "tape_nodes": r.tape_nodes,
             "note": r.note, "analysis_seconds": r.seconds,
-            "tensors": rows, "median_tightness": med, "non_vacuous": non_vacuous,
+            "tensors": rows, "median_tightness": med, "non_vacuous": non_vacuous, "zero_valued": zero_valued,
             "flip_free": r.flip_free(), "rigorous": rigorous, "decisions": r.decision_count(),
             "weakest_decision": weakest.map(|w| serde_json::json!({
                 "op": w.op, "op_index": w.op_index, "line": w.line, "index": w.index, "ratio": w.ratio,

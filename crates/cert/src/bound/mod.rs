@@ -76,6 +76,22 @@ impl TensorBound {
         self.norm_err() < fraction * self.norm_value()
     }
 
+    /// Zero-valued: at every element the exact enclosure holds 0 and lies
+    /// within the (finite) error bound of 0, so the analysis cannot tell the
+    /// exact value from 0 at its own resolution. No relative criterion can
+    /// apply (no bound is below 10 % of 0): the report lists these apart,
+    /// with their absolute bounds, never as non-vacuous. The case met is a
+    /// conv bias before a batch BN (its exact gradient is 0: the BN removes
+    /// any shift); the analysis does not prove the value IS 0.
+    pub fn zero_valued(&self) -> bool {
+        !self.is_empty()
+            && self
+                .exact
+                .iter()
+                .zip(&self.err)
+                .all(|(iv, &e)| e.is_finite() && iv.contains(0.0) && iv.mag() <= e)
+    }
+
     /// The first element whose `computed` value lies outside [lo − e, hi + e]
     /// (None: every computed value is within its bound).
     pub fn first_outside(&self, computed: &[f64]) -> Option<usize> {
@@ -261,11 +277,11 @@ pub fn analyse<M: Model>(
         .enumerate()
         .filter_map(|(i, v)| {
             let t = v.into_float()?;
-            let err: Vec<f64> = t.data.iter().map(|b| b.e).collect();
+            let err: Vec<f64> = t.data.iter().map(|b| sane_err(b.e)).collect();
             Some(TensorBound {
                 name: name(names, i),
                 shape: t.shape.clone(),
-                exact: t.data.iter().map(|b| b.iv).collect(),
+                exact: t.data.iter().map(|b| sane_iv(b.iv)).collect(),
                 box_norm: norm_up(&err),
                 err,
             })
@@ -322,19 +338,19 @@ pub fn analyse_adjoint<M: Model>(
         .enumerate()
         .filter_map(|(i, v)| {
             let t = v.into_float()?;
-            let boxed: Vec<f64> = t.data.iter().map(|a| a.b.e).collect();
+            let boxed: Vec<f64> = t.data.iter().map(|a| sane_err(a.b.e)).collect();
             let err = match (&tape, scratch.as_mut()) {
                 (Some(tape), Some(s)) => t
                     .data
                     .iter()
-                    .map(|a| tape.bound(a.id, s).min(a.b.e))
+                    .map(|a| sane_err(tape.bound(a.id, s)).min(sane_err(a.b.e)))
                     .collect(),
                 _ => boxed.clone(),
             };
             Some(TensorBound {
                 name: name(names, i),
                 shape: t.shape.clone(),
-                exact: t.data.iter().map(|a| a.b.iv).collect(),
+                exact: t.data.iter().map(|a| sane_iv(a.b.iv)).collect(),
                 box_norm: norm_up(&boxed),
                 err,
             })
@@ -396,6 +412,25 @@ pub fn analyse_adjoint<M: Model>(
         tape_nodes: tape.as_ref().map(|t| t.len()),
         note,
     })
+}
+
+/// A NaN error bound (∞ − ∞, 0·∞ downstream of a vacuous op) bounds
+/// nothing: ∞ (`f64::max` and `min` would otherwise drop it as 0).
+fn sane_err(e: f64) -> f64 {
+    if e.is_nan() {
+        f64::INFINITY
+    } else {
+        e
+    }
+}
+
+/// A NaN enclosure encloses nothing known: the whole line.
+fn sane_iv(iv: Iv) -> Iv {
+    if iv.has_nan() {
+        Iv::ALL
+    } else {
+        iv
+    }
 }
 
 /// ‖x‖₂ rounded up.
@@ -464,4 +499,40 @@ pub fn max_abs_diff(a: &[f64], b: &[f64]) -> f64 {
         .zip(b)
         .map(|(x, y)| (x - y).abs())
         .fold(0.0, f64::max)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn one(lo: f64, hi: f64, e: f64) -> TensorBound {
+        TensorBound {
+            name: "t".into(),
+            shape: vec![1],
+            exact: vec![Iv { lo, hi }],
+            err: vec![e],
+            box_norm: e,
+        }
+    }
+
+    #[test]
+    fn zero_valued_needs_zero_enclosed_within_a_finite_bound() {
+        // An exact 0 enclosed to f64 noise, with an f32-sized bound.
+        assert!(one(-1e-15, 2e-15, 1e-6).zero_valued());
+        // A wide enclosure holding 0 but beyond the bound: vacuous, not zero.
+        assert!(!one(-1.0, 1.0, 0.5).zero_valued());
+        // A value enclosed away from 0.
+        assert!(!one(1e-7, 2e-7, 1e-6).zero_valued());
+        // No finite bound.
+        assert!(!one(0.0, 0.0, f64::INFINITY).zero_valued());
+        // A NaN bound is no bound (reported as ∞, not dropped as 0).
+        assert_eq!(sane_err(f64::NAN), f64::INFINITY);
+        assert_eq!(
+            sane_iv(Iv {
+                lo: f64::NAN,
+                hi: 1.0
+            }),
+            Iv::ALL
+        );
+    }
 }

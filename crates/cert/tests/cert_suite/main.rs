@@ -8,7 +8,6 @@
 
 mod attention_se_ties;
 mod bound;
-mod bound_adjoint;
 mod combinators;
 mod common;
 mod conv_ties;

@@ -7,69 +7,15 @@
 //! controls: the analysis with the unit roundoff halved, and without the
 //! absolute underflow term, is caught failing to contain measured errors.
 
-use cert::bound::{analyse, evaluate_f32, view, HalvedUnit, Ieee754, Model, NoUnderflowTerm};
-use den::{eval_func, EvalOptions, Exact, Scalar, Tensor, Value};
+use super::{exact, f32_runs, module, sample, tiny_net, ELEMENTWISE};
+use cert::bound::{analyse, view, HalvedUnit, Ieee754, Model, NoUnderflowTerm};
+use den::{Tensor, Value};
 use ir::rng::Rng;
 use ir::{ElemType, Module};
 
-fn module(text: &str) -> Module {
-    ir::parse::parse_module(text, "test.mlir").expect("parses")
-}
-
-/// A random f32 tensor: normal values times 2^k with k uniform in
-/// [-spread, spread] (mixed magnitudes make cancellation and long sums).
+/// A random f32 tensor of unit scale and magnitudes 2^[−spread, spread].
 fn tensor(rng: &mut Rng, shape: &[usize], spread: i32) -> Value<f64> {
-    let n: usize = shape.iter().product();
-    let data = (0..n)
-        .map(|_| {
-            let k = if spread == 0 {
-                0
-            } else {
-                (rng.next_u64() % (2 * spread as u64 + 1)) as i32 - spread
-            };
-            (rng.normal() * 2f64.powi(k)) as f32 as f64
-        })
-        .collect();
-    Value::Float(Tensor::new(shape.to_vec(), data), ElemType::F32)
-}
-
-fn exec_f32(m: &Module, func: &str, inputs: &[Value<f64>]) -> Vec<Vec<f64>> {
-    let mut plan = exec::Plan::compile(m, func).expect("compiles");
-    plan.run(cert::bound::to_f32_values(inputs))
-        .expect("runs")
-        .into_iter()
-        .filter_map(|v| {
-            v.into_float()
-                .map(|t| t.data.iter().map(|&x| x as f64).collect())
-        })
-        .collect()
-}
-
-fn exact(m: &Module, func: &str, inputs: &[Value<f64>]) -> Vec<Vec<f64>> {
-    let vals: Vec<Value<Exact>> = inputs
-        .iter()
-        .map(|v| match v {
-            Value::Float(t, e) => Value::Float(t.map(|&x| Exact::from_f64(x).unwrap()), *e),
-            Value::Int(t, e) => Value::Int(t.clone(), *e),
-        })
-        .collect();
-    let o = EvalOptions {
-        fast: false,
-        ..Default::default()
-    };
-    eval_func::<Exact>(m, func, vals, &o)
-        .expect("exact evaluation")
-        .outputs
-        .into_iter()
-        .map(|v| {
-            v.into_float()
-                .unwrap()
-                .data
-                .iter()
-                .map(|x| x.to_f64())
-                .collect()
-        })
-        .collect()
+    sample(rng, shape, 1.0, spread)
 }
 
 /// Checks the bound of `M` at `inputs`: the generic evaluator's and the
@@ -79,10 +25,7 @@ fn outside<M: Model>(m: &Module, func: &str, inputs: &[Value<f64>], rational: bo
     let b = analyse::<M>(m, func, inputs, &[]).expect("analysis");
     assert!(b.unsupported.is_empty(), "unsupported: {:?}", b.unsupported);
     let mut bad = 0;
-    for runs in [
-        evaluate_f32(m, func, inputs).unwrap(),
-        exec_f32(m, func, inputs),
-    ] {
+    for runs in f32_runs(m, func, inputs) {
         for (t, c) in b.outputs.iter().zip(&runs) {
             bad += c
                 .iter()
@@ -279,16 +222,6 @@ fn batch_norm_and_softmax_ce_contain_f32_in_both_orders() {
     }
 }
 
-/// Elementwise products and sums of random f32 pairs: single roundings,
-/// whose errors reach u·|x| for some pairs.
-const ELEMENTWISE: &str = r#"
-func.func public @f(%a: tensor<4000xf32>, %b: tensor<4000xf32>) -> (tensor<4000xf32>, tensor<4000xf32>) {
-  %0 = stablehlo.multiply %a, %b : tensor<4000xf32>
-  %1 = stablehlo.add %a, %b : tensor<4000xf32>
-  return %0, %1 : tensor<4000xf32>, tensor<4000xf32>
-}
-"#;
-
 #[test]
 fn negative_control_the_halved_unit_is_caught_failing_to_contain_f32_errors() {
     let m = module(ELEMENTWISE);
@@ -357,12 +290,6 @@ fn a_decision_closer_to_its_kink_than_the_rounding_bound_is_named() {
     assert!(w.ratio < 1.0);
 }
 
-fn tiny_net() -> layers::net::NetSpec {
-    let path =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/nets/tiny.toml");
-    layers::net::NetSpec::load(&path).expect("tiny.toml")
-}
-
 /// Every output inside its bound when the report is rigorous; the
 /// forward-only outputs (loss, batch statistics: no select reads them)
 /// always. Returns whether the report was rigorous.
@@ -386,10 +313,7 @@ fn a_tiny_nets_gradients_contain_f32_in_both_orders_where_no_mask_can_flip() {
         let r = analyse::<Ieee754>(&v.module, &v.func, &v.inputs, &v.names).unwrap();
         assert!(r.unsupported.is_empty());
         assert_eq!(r.outputs.len(), 1 + net.param_specs().unwrap().len());
-        for runs in [
-            evaluate_f32(&v.module, &v.func, &v.inputs).unwrap(),
-            exec_f32(&v.module, &v.func, &v.inputs),
-        ] {
+        for runs in f32_runs(&v.module, &v.func, &v.inputs) {
             check_net_outputs(&r, &runs);
         }
         rigorous += usize::from(r.rigorous());
@@ -409,7 +333,7 @@ fn a_tiny_nets_gradients_contain_f32_in_both_orders_where_no_mask_can_flip() {
     // The whole AdamW step (tail included) at one point.
     let s = view::step_view(&net, 3, layers::trainstep::Optimizer::AdamW, false, 1).unwrap();
     let r = analyse::<Ieee754>(&s.module, &s.func, &s.inputs, &s.names).unwrap();
-    check_net_outputs(&r, &exec_f32(&s.module, &s.func, &s.inputs));
+    check_net_outputs(&r, &super::exec_f32(&s.module, &s.func, &s.inputs));
 }
 
 #[test]
@@ -420,10 +344,7 @@ fn the_bf16_render_is_bounded_with_bf16_leaves_and_f32_accumulation() {
     let r = analyse::<Ieee754>(&v.module, &v.func, &v.inputs, &v.names).unwrap();
     let f32 = view::gradient_view(&net, 3, false, 1).unwrap();
     let r32 = analyse::<Ieee754>(&f32.module, &f32.func, &f32.inputs, &f32.names).unwrap();
-    for runs in [
-        evaluate_f32(&v.module, &v.func, &v.inputs).unwrap(),
-        exec_f32(&v.module, &v.func, &v.inputs),
-    ] {
+    for runs in f32_runs(&v.module, &v.func, &v.inputs) {
         check_net_outputs(&r, &runs);
     }
     // The bf16 leaves (u 2¹⁶ times f32's) dominate the loss bound.

@@ -9,88 +9,18 @@
 //! analysis with the unit roundoff halved is caught failing on single
 //! roundings.
 
+use super::{escapes, f32_runs, module, sample, tiny_net, ELEMENTWISE};
 use cert::bound::{
-    analyse, analyse_adjoint, evaluate_f32, evaluate_f64, view, BoundReport, HalvedUnit, Ieee754,
-    Model, DEFAULT_TAPE_NODES,
+    analyse, analyse_adjoint, evaluate_f64, view, BoundReport, HalvedUnit, Ieee754, Model,
+    DEFAULT_TAPE_NODES,
 };
-use den::{eval_func, EvalOptions, Exact, Scalar, Tensor, Value};
+use den::Value;
 use ir::rng::Rng;
-use ir::{ElemType, Module};
+use ir::Module;
 
-fn module(text: &str) -> Module {
-    ir::parse::parse_module(text, "test.mlir").expect("parses")
-}
-
+/// A random f32 tensor: normal values times `scale`.
 fn normal(rng: &mut Rng, shape: &[usize], scale: f64) -> Value<f64> {
-    let n: usize = shape.iter().product();
-    let data = (0..n)
-        .map(|_| (rng.normal() * scale) as f32 as f64)
-        .collect();
-    Value::Float(Tensor::new(shape.to_vec(), data), ElemType::F32)
-}
-
-fn exec_f32(m: &Module, func: &str, inputs: &[Value<f64>]) -> Vec<Vec<f64>> {
-    let mut plan = exec::Plan::compile(m, func).expect("compiles");
-    plan.run(cert::bound::to_f32_values(inputs))
-        .expect("runs")
-        .into_iter()
-        .filter_map(|v| {
-            v.into_float()
-                .map(|t| t.data.iter().map(|&x| x as f64).collect())
-        })
-        .collect()
-}
-
-/// The exact (rational) outputs, rounded to f64 once: within 2⁻⁵³ relative
-/// of the real value, far below any f32 rounding bound.
-fn exact(m: &Module, func: &str, inputs: &[Value<f64>]) -> Vec<Vec<f64>> {
-    let vals: Vec<Value<Exact>> = inputs
-        .iter()
-        .map(|v| match v {
-            Value::Float(t, e) => Value::Float(t.map(|&x| Exact::from_f64(x).unwrap()), *e),
-            Value::Int(t, e) => Value::Int(t.clone(), *e),
-        })
-        .collect();
-    let o = EvalOptions {
-        fast: false,
-        ..Default::default()
-    };
-    eval_func::<Exact>(m, func, vals, &o)
-        .expect("exact evaluation")
-        .outputs
-        .into_iter()
-        .map(|v| {
-            v.into_float()
-                .unwrap()
-                .data
-                .iter()
-                .map(|x| x.to_f64())
-                .collect()
-        })
-        .collect()
-}
-
-/// Elements of the f32 runs (generic evaluator, executor) farther from the
-/// reference (`exact` rationals where `rational`, else f64) than their
-/// bound, the reference's own error allowed for by 2⁻⁵⁰ relative.
-fn escapes(r: &BoundReport, m: &Module, func: &str, x: &[Value<f64>], rational: bool) -> usize {
-    let reference = if rational {
-        exact(m, func, x)
-    } else {
-        evaluate_f64(m, func, x).unwrap()
-    };
-    let mut bad = 0;
-    for runs in [evaluate_f32(m, func, x).unwrap(), exec_f32(m, func, x)] {
-        for ((t, c), z) in r.outputs.iter().zip(&runs).zip(&reference) {
-            bad += c
-                .iter()
-                .zip(z)
-                .zip(&t.err)
-                .filter(|((&c, &z), &e)| (c - z).abs() > e + z.abs() * 2f64.powi(-50))
-                .count();
-        }
-    }
-    bad
+    sample(rng, shape, scale, 0)
 }
 
 fn adjoint<M: Model>(m: &Module, x: &[Value<f64>]) -> BoundReport {
@@ -204,15 +134,6 @@ fn conv_batch_norm_conv_contains_f32_in_both_orders_against_f64() {
     assert!(rigorous >= 2, "only {rigorous} flip-free points");
 }
 
-/// Products and sums of random pairs: single roundings that reach u·|x|.
-const ELEMENTWISE: &str = r#"
-func.func public @f(%a: tensor<4000xf32>, %b: tensor<4000xf32>) -> (tensor<4000xf32>, tensor<4000xf32>) {
-  %0 = stablehlo.multiply %a, %b : tensor<4000xf32>
-  %1 = stablehlo.add %a, %b : tensor<4000xf32>
-  return %0, %1 : tensor<4000xf32>, tensor<4000xf32>
-}
-"#;
-
 #[test]
 fn negative_control_the_adjoint_with_the_halved_unit_is_caught_failing() {
     let m = module(ELEMENTWISE);
@@ -230,9 +151,7 @@ fn negative_control_the_adjoint_with_the_halved_unit_is_caught_failing() {
 
 #[test]
 fn a_tiny_nets_adjoint_gradients_contain_f32_and_beat_the_box() {
-    let path =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/nets/tiny.toml");
-    let net = layers::net::NetSpec::load(&path).expect("tiny.toml");
+    let net = tiny_net();
     // Seed 1 is flip-free (box ratio 11.7).
     let v = view::gradient_view(&net, 3, false, 1).unwrap();
     let r = analyse_adjoint::<Ieee754>(&v.module, &v.func, &v.inputs, &v.names, DEFAULT_TAPE_NODES)
@@ -240,10 +159,7 @@ fn a_tiny_nets_adjoint_gradients_contain_f32_and_beat_the_box() {
     assert_eq!(r.method, "adjoint");
     assert!(r.rigorous());
     let reference = evaluate_f64(&v.module, &v.func, &v.inputs).unwrap();
-    for runs in [
-        evaluate_f32(&v.module, &v.func, &v.inputs).unwrap(),
-        exec_f32(&v.module, &v.func, &v.inputs),
-    ] {
+    for runs in f32_runs(&v.module, &v.func, &v.inputs) {
         for ((t, c), z) in r.outputs.iter().zip(&runs).zip(&reference) {
             for ((&c, &z), &e) in c.iter().zip(z).zip(&t.err) {
                 assert!((c - z).abs() <= e + z.abs() * 2f64.powi(-50), "{}", t.name);
@@ -258,4 +174,14 @@ fn a_tiny_nets_adjoint_gradients_contain_f32_and_beat_the_box() {
         r.outputs.len()
     );
     assert!(na > nb, "adjoint {na} vs box {nb} non-vacuous tensors");
+    // The rest are the conv biases before a batch BN, whose exact gradient
+    // is 0 (the BN removes any shift): zero-valued, counted neither way.
+    for t in r.outputs.iter().filter(|t| !t.non_vacuous(0.1)) {
+        assert!(t.zero_valued(), "{} is vacuous", t.name);
+        assert!(
+            t.name.contains("conv") && t.name.ends_with(".b"),
+            "{} is zero-valued",
+            t.name
+        );
+    }
 }
