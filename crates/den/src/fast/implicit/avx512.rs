@@ -171,7 +171,9 @@ mod tests {
             (64, 30, 7, 256),
         ] {
             let x: Vec<f64> = (0..500).map(|_| rng.normal()).collect();
-            let rows: Vec<usize> = (0..n_rows).map(|_| (rng.next_u64() % 200) as usize).collect();
+            let rows: Vec<usize> = (0..n_rows)
+                .map(|_| (rng.next_u64() % 200) as usize)
+                .collect();
             let k_offset: Vec<usize> = (0..n_k).map(|_| (rng.next_u64() % 300) as usize).collect();
             let v: Vec<f64> = (0..n_k * opad).map(|_| rng.normal()).collect();
             let mut want = vec![f64::NAN; n_rows * opad];
@@ -185,7 +187,9 @@ mod tests {
                 tiles_f64(&x, &rows, &k_offset, &v, opad, block, &mut got);
             }
             assert!(
-                want.iter().zip(&got).all(|(a, b)| a.to_bits() == b.to_bits()),
+                want.iter()
+                    .zip(&got)
+                    .all(|(a, b)| a.to_bits() == b.to_bits()),
                 "opad {opad}, rows {n_rows}, k {n_k}, block {block}"
             );
         }
