@@ -31,6 +31,8 @@ use rayon::prelude::*;
 use super::float::FastFloat;
 use crate::tensor::row_major_strides;
 
+mod avx512;
+
 /// One ungrouped convolution: input `[batch][in_features][in_spatial…]`, kernel
 /// `[out_features][in_features][kernel_spatial…]` (window reversal already
 /// applied), result `[batch][out_features][out_spatial…]`. The two leading
@@ -499,6 +501,10 @@ fn scatter<U: FastFloat>(
     }
 }
 
+/// The AVX-512 f64 tiles' switch (off: f64 takes the AVX2 tiles, with the
+/// same results), kept for comparisons.
+const AVX512_F64_ENABLED: bool = true;
+
 /// `acc[r][o] = Σ_k x[rows[r] + k_offset[k]] · v[k][o]` over all tiles, `v`
 /// holding the rows of `k_offset` (`[k][opad]`); `acc`'s previous contents are
 /// overwritten.
@@ -521,6 +527,18 @@ fn tiles<U: TileFloat>(
     assert!(k_offset.is_empty() || max_row + max_k < x.len());
     #[cfg(target_arch = "x86_64")]
     {
+        if AVX512_F64_ENABLED && avx512::available() {
+            if let (Some(x), Some(v), Some(acc)) = (
+                same_type::<U, f64>(x),
+                same_type::<U, f64>(v),
+                same_type_mut::<U, f64>(acc),
+            ) {
+                // SAFETY: the CPU has the features; the asserts above (f64's
+                // tile is 6 rows, 8 lanes) are `tiles_f64`'s contract.
+                unsafe { avx512::tiles_f64(x, rows, k_offset, v, opad, block, acc) };
+                return;
+            }
+        }
         if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
         {
             // SAFETY: the CPU has AVX2 and FMA; the asserts above are `tiles_with`'s contract.

@@ -1,0 +1,197 @@
+//! The f64 tile loop of the implicit-GEMM convolution on AVX-512 (the
+//! certifier's convolutions: f64 and the parts of dual numbers): register
+//! tiles of 6 rows × 16 output features (two zmm accumulators per row), with
+//! a 6 × 8 tile for a last block of 8 features. Each output element is the
+//! same fused multiply-add chain over the reduction, in the same order, as
+//! the AVX2 tiles compute it (a tile's width only groups elements), so the
+//! results are bit for bit the AVX2 path's.
+
+#[cfg(target_arch = "x86_64")]
+use std::arch::x86_64::*;
+
+/// Whether the CPU runs [`tiles_f64`].
+#[cfg(target_arch = "x86_64")]
+pub(super) fn available() -> bool {
+    std::arch::is_x86_feature_detected!("avx512f")
+        && std::arch::is_x86_feature_detected!("avx2")
+        && std::arch::is_x86_feature_detected!("fma")
+}
+
+/// `tiles` for f64 (same arguments and contract): `acc[r][o] = Σ_k
+/// x[rows[r] + k_offset[k]] · v[k][o]`, blocks of `block` reduction steps
+/// accumulated in order.
+///
+/// # Safety
+/// The CPU has AVX-512F, AVX2 and FMA ([`available`]); `rows.len()` is a
+/// multiple of 6, `opad` of 8, `v` is `[k_offset.len()][opad]`, `acc` is
+/// `[rows.len()][opad]`, and every `rows[r] + k_offset[k]` indexes `x`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx2,fma")]
+pub(super) unsafe fn tiles_f64(
+    x: &[f64],
+    rows: &[usize],
+    k_offset: &[usize],
+    v: &[f64],
+    opad: usize,
+    block: usize,
+    acc: &mut [f64],
+) {
+    debug_assert_eq!(rows.len() % 6, 0);
+    debug_assert_eq!(opad % 8, 0);
+    for (kb, ks) in k_offset.chunks(block).enumerate() {
+        let vb = &v[kb * block * opad..];
+        let mut ot = 0;
+        while ot < opad {
+            let wide = ot + 16 <= opad;
+            for (rt, bases) in rows.chunks_exact(6).enumerate() {
+                let out = &mut acc[rt * 6 * opad..(rt + 1) * 6 * opad];
+                // SAFETY: forwarded contract (the tile's bases and this k block).
+                unsafe {
+                    if wide {
+                        tile16(x, bases, ks, vb, opad, ot, kb > 0, out);
+                    } else {
+                        tile8(x, bases, ks, vb, opad, ot, kb > 0, out);
+                    }
+                }
+            }
+            ot += if wide { 16 } else { 8 };
+        }
+    }
+}
+
+/// One 6 × 16 tile: rows `bases`, output features `ot..ot + 16`, summed over
+/// `ks` and stored to `out` (`[6][opad]`), added to what `out` holds when
+/// `accumulate`.
+///
+/// # Safety
+/// As [`tiles_f64`]; `ot + 16 ≤ opad`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx2,fma")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn tile16(
+    x: &[f64],
+    bases: &[usize],
+    ks: &[usize],
+    v: &[f64],
+    opad: usize,
+    ot: usize,
+    accumulate: bool,
+    out: &mut [f64],
+) {
+    let o = out.as_mut_ptr();
+    // SAFETY: every pointer below stays inside `x`, `v` or `out` by the contract.
+    unsafe {
+        let mut a = [[_mm512_setzero_pd(); 2]; 6];
+        if accumulate {
+            for (r, row) in a.iter_mut().enumerate() {
+                row[0] = _mm512_loadu_pd(o.add(r * opad + ot));
+                row[1] = _mm512_loadu_pd(o.add(r * opad + ot + 8));
+            }
+        }
+        let xp: [*const f64; 6] = std::array::from_fn(|r| x.as_ptr().add(bases[r]));
+        let mut vp = v.as_ptr().add(ot);
+        for &k in ks {
+            let w0 = _mm512_loadu_pd(vp);
+            let w1 = _mm512_loadu_pd(vp.add(8));
+            for r in 0..6 {
+                let xv = _mm512_set1_pd(*xp[r].add(k));
+                a[r][0] = _mm512_fmadd_pd(xv, w0, a[r][0]);
+                a[r][1] = _mm512_fmadd_pd(xv, w1, a[r][1]);
+            }
+            vp = vp.add(opad);
+        }
+        for (r, row) in a.iter().enumerate() {
+            _mm512_storeu_pd(o.add(r * opad + ot), row[0]);
+            _mm512_storeu_pd(o.add(r * opad + ot + 8), row[1]);
+        }
+    }
+}
+
+/// One 6 × 8 tile (the last 8 features when `opad` is not a multiple of 16).
+///
+/// # Safety
+/// As [`tiles_f64`]; `ot + 8 ≤ opad`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx2,fma")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn tile8(
+    x: &[f64],
+    bases: &[usize],
+    ks: &[usize],
+    v: &[f64],
+    opad: usize,
+    ot: usize,
+    accumulate: bool,
+    out: &mut [f64],
+) {
+    let o = out.as_mut_ptr();
+    // SAFETY: as in `tile16`.
+    unsafe {
+        let mut a = [_mm512_setzero_pd(); 6];
+        if accumulate {
+            for (r, row) in a.iter_mut().enumerate() {
+                *row = _mm512_loadu_pd(o.add(r * opad + ot));
+            }
+        }
+        let xp: [*const f64; 6] = std::array::from_fn(|r| x.as_ptr().add(bases[r]));
+        let mut vp = v.as_ptr().add(ot);
+        for &k in ks {
+            let w = _mm512_loadu_pd(vp);
+            for (r, row) in a.iter_mut().enumerate() {
+                *row = _mm512_fmadd_pd(_mm512_set1_pd(*xp[r].add(k)), w, *row);
+            }
+            vp = vp.add(opad);
+        }
+        for (r, row) in a.iter().enumerate() {
+            _mm512_storeu_pd(o.add(r * opad + ot), *row);
+        }
+    }
+}
+
+#[cfg(all(test, target_arch = "x86_64"))]
+mod tests {
+    use super::*;
+    use ir::rng::Rng;
+
+    /// The AVX-512 tiles are the fused AVX2 tiles bit for bit: widths that
+    /// are and are not multiples of 16 (the 8-wide last block), reductions
+    /// cut into several blocks (accumulating tiles), scattered row bases.
+    #[test]
+    fn avx512_tiles_are_the_fused_tiles_bit_for_bit() {
+        if !available() {
+            eprintln!("no AVX-512 on this CPU: nothing to compare");
+            return;
+        }
+        let mut rng = Rng::new(5);
+        for (opad, n_rows, n_k, block) in [
+            (8, 6, 5, 16),
+            (16, 12, 40, 16),
+            (24, 18, 33, 16),
+            (40, 6, 100, 17),
+            (64, 30, 7, 256),
+        ] {
+            let x: Vec<f64> = (0..500).map(|_| rng.normal()).collect();
+            let rows: Vec<usize> = (0..n_rows)
+                .map(|_| (rng.next_u64() % 200) as usize)
+                .collect();
+            let k_offset: Vec<usize> = (0..n_k).map(|_| (rng.next_u64() % 300) as usize).collect();
+            let v: Vec<f64> = (0..n_k * opad).map(|_| rng.normal()).collect();
+            let mut want = vec![f64::NAN; n_rows * opad];
+            let mut got = vec![f64::NAN; n_rows * opad];
+            // SAFETY: the shapes above meet both kernels' contracts (max row
+            // 199 + max offset 299 < 500).
+            unsafe {
+                crate::fast::implicit::tiles_with::<f64, true>(
+                    &x, &rows, &k_offset, &v, opad, block, &mut want,
+                );
+                tiles_f64(&x, &rows, &k_offset, &v, opad, block, &mut got);
+            }
+            assert!(
+                want.iter()
+                    .zip(&got)
+                    .all(|(a, b)| a.to_bits() == b.to_bits()),
+                "opad {opad}, rows {n_rows}, k {n_k}, block {block}"
+            );
+        }
+    }
+}
