@@ -501,10 +501,6 @@ fn scatter<U: FastFloat>(
     }
 }
 
-/// The AVX-512 f64 tiles' switch (off: f64 takes the AVX2 tiles, with the
-/// same results), kept for comparisons.
-const AVX512_F64_ENABLED: bool = true;
-
 /// `acc[r][o] = Σ_k x[rows[r] + k_offset[k]] · v[k][o]` over all tiles, `v`
 /// holding the rows of `k_offset` (`[k][opad]`); `acc`'s previous contents are
 /// overwritten.
@@ -527,7 +523,7 @@ fn tiles<U: TileFloat>(
     assert!(k_offset.is_empty() || max_row + max_k < x.len());
     #[cfg(target_arch = "x86_64")]
     {
-        if AVX512_F64_ENABLED && avx512::available() {
+        if avx512::available() {
             if let (Some(x), Some(v), Some(acc)) = (
                 same_type::<U, f64>(x),
                 same_type::<U, f64>(v),
