@@ -157,5 +157,7 @@ pub(super) fn lower(e: &Rc<Expr>) -> (Program, Vec<usize>) {
     let mut nodes = Vec::new();
     let mut inputs = Vec::new();
     go(e, &mut nodes, &mut inputs, &mut HashMap::new());
+    // Equal leaves and ops built apart (each use makes its own load or view).
+    let (nodes, _) = crate::passes::dedupe_nodes(&nodes);
     (Program { nodes, fault: 0.0 }, inputs)
 }

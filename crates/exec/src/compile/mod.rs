@@ -269,6 +269,18 @@ impl<'f> Builder<'f> {
         let Some(big) = e.recomputable() else {
             return false;
         };
+        // A bias added to the convolution just computed is folded into the
+        // convolution (`passes::fold_conv_bias`): stored, it costs nothing.
+        if let (Some(Kind::Conv { out, .. }), Expr::Op(ExprOp::Binary(ir::BinaryOp::Add), args)) =
+            (self.steps.last().map(|s| &s.kind), e)
+        {
+            if args
+                .iter()
+                .any(|a| matches!(**a, Expr::Load(s) if s == *out))
+            {
+                return false;
+            }
+        }
         let until = self.last_use[i];
         if big.iter().filter(|&&s| self.last_use[s] < until).count() > 1 {
             return false;
