@@ -139,8 +139,9 @@ fn batch_norm_reads_the_pre_bn_tensor_in_five_passes_with_unchanged_values() {
     }
 }
 
-/// Negative control: a perturbed loop of the recomputing plan (its first,
-/// the normalising pass over `x − μ` recomputed) fails the same check.
+/// Negative control: a perturbed loop of the recomputing plan (its first of
+/// two ops or more, `rsqrt(var + ε)`, read by every recomputed `x̂`) fails the
+/// same check.
 #[test]
 fn a_perturbed_batch_norm_pass_fails_the_agreement_check() {
     let (m, mut plan) = compile(false);
