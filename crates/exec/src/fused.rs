@@ -174,7 +174,7 @@ fn sum_run(acc: f32, xs: &[f32]) -> f32 {
 
 /// One instruction of a fused program; operands are earlier node indices,
 /// and every node writes its own register.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub(crate) enum Node {
     /// Input `k`, element for element.
     Load(usize),
@@ -205,6 +205,23 @@ pub(crate) struct Program {
 }
 
 impl Node {
+    /// The node with operand node `k` renamed `at[k]` (inputs unchanged).
+    pub fn renumbered(&self, at: &[usize]) -> Node {
+        let n = |k: &usize| at[*k];
+        match self {
+            Node::Load(k) => Node::Load(*k),
+            Node::View(k, m) => Node::View(*k, m.clone()),
+            Node::Splat(x) => Node::Splat(*x),
+            Node::Unary(u, a) => Node::Unary(*u, n(a)),
+            Node::Binary(b, a, c) => Node::Binary(*b, n(a), n(c)),
+            Node::Compare(d, t, a, c) => Node::Compare(*d, *t, n(a), n(c)),
+            Node::Select(p, t, f) => Node::Select(n(p), n(t), n(f)),
+            Node::Clamp(l, x, h) => Node::Clamp(n(l), n(x), n(h)),
+            Node::Round(e, a) => Node::Round(*e, n(a)),
+            Node::NotZero(a) => Node::NotZero(n(a)),
+        }
+    }
+
     /// The node in a program whose nodes moved up by `shift` and whose input
     /// `k` became input `remap[k]`.
     pub fn shifted(&self, shift: usize, remap: &[usize]) -> Node {

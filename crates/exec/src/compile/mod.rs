@@ -38,6 +38,9 @@ pub(crate) struct Builder<'f> {
     f: &'f Func,
     types: Vec<Option<TensorType>>,
     uses: Vec<usize>,
+    /// Per value, the index of the last top-level op reading it (or reading
+    /// an expression recomputed from it, see `Builder::recompute`).
+    last_use: Vec<usize>,
     is_output: Vec<bool>,
     root: Vec<usize>,
     defs: Vec<Def>,
@@ -109,8 +112,9 @@ impl<'f> Builder<'f> {
             types[p.value.index()] = Some(p.ty.clone());
         }
         let mut uses = vec![0; n];
+        let mut last_use = vec![0; n];
         let mut is_output = vec![false; n];
-        for op in &f.body.ops {
+        for (at, op) in f.body.ops.iter().enumerate() {
             if calls_a_function(op) {
                 return None;
             }
@@ -120,6 +124,7 @@ impl<'f> Builder<'f> {
             // Outer values a region reads are operands of its step.
             for v in op.operands.iter().chain(&control::captured_by(op)) {
                 *uses.get_mut(v.index())? += 1;
+                last_use[v.index()] = at;
                 if matches!(op.kind, OpKind::FuncReturn) {
                     is_output[v.index()] = true;
                 }
@@ -133,6 +138,7 @@ impl<'f> Builder<'f> {
             f,
             types,
             uses,
+            last_use,
             is_output,
             root: (0..n).collect(),
             defs,
@@ -217,8 +223,10 @@ impl<'f> Builder<'f> {
         let i = v.index();
         if shape == want {
             if let Def::Pending(e) = &self.defs[i] {
-                if e.is_leaf() || (self.uses[i] == 1 && !self.is_output[i]) {
-                    return Some(e.clone());
+                let e = e.clone();
+                if e.is_leaf() || (self.uses[i] == 1 && !self.is_output[i]) || self.recompute(i, &e)
+                {
+                    return Some(e);
                 }
             }
             self.materialize(v)?;
@@ -242,6 +250,47 @@ impl<'f> Builder<'f> {
                 base: spec.base,
             },
         )))
+    }
+
+    /// Whether value `i`, pending as `e` and read by more than one op, is
+    /// recomputed at each use rather than stored: a short chain of cheap ops
+    /// (`Expr::recomputable`) that keeps at most one full-size input alive
+    /// past its own last use, in place of `i` itself. Batch norm's
+    /// `x − μ`, `x̂`, `γx̂ + β`, the ReLU mask `select(y > 0, g, 0)` and
+    /// `γ·dy` are each read two or three times (forward and backward): stored,
+    /// each costs a write and a read per use of the pre-BN tensor; recomputed,
+    /// the forward is the statistics' passes and one normalising pass, the
+    /// backward one pass for the four sums and one for dx. The recomputed
+    /// ops are the same f32 ops on the same inputs: values are bit-identical.
+    fn recompute(&mut self, i: usize, e: &Expr) -> bool {
+        if self.is_output[i] {
+            return false;
+        }
+        let Some(big) = e.recomputable() else {
+            return false;
+        };
+        // A bias added to the convolution just computed is folded into the
+        // convolution (`passes::fold_conv_bias`): stored, it costs nothing.
+        if let (Some(Kind::Conv { out, .. }), Expr::Op(ExprOp::Binary(ir::BinaryOp::Add), args)) =
+            (self.steps.last().map(|s| &s.kind), e)
+        {
+            if args
+                .iter()
+                .any(|a| matches!(**a, Expr::Load(s) if s == *out))
+            {
+                return false;
+            }
+        }
+        let until = self.last_use[i];
+        if big.iter().filter(|&&s| self.last_use[s] < until).count() > 1 {
+            return false;
+        }
+        // The inputs now live as long as `i` would have: later decisions
+        // count them as alive until then.
+        for s in big {
+            self.last_use[s] = self.last_use[s].max(until);
+        }
+        true
     }
 
     /// `v` as a strided view of a materialised slot.

@@ -8,8 +8,10 @@
 
 mod conv_bias;
 pub(crate) mod cse;
+mod dedupe;
 mod sibling_reductions;
 
 pub(crate) use conv_bias::fold_conv_bias;
+pub(crate) use dedupe::dedupe_nodes;
 pub(crate) use ir::passes::inline_all_calls;
 pub(crate) use sibling_reductions::merge_sibling_reductions;

@@ -1,6 +1,7 @@
 //! Adjacent add-reductions over the same positions as one pass over their
 //! inputs.
 
+use super::dedupe_nodes;
 use crate::fused::Program;
 use crate::schedule::{Kind, ReduceOut, Step};
 
@@ -76,6 +77,11 @@ fn merge_reductions(a: &Step, b: &Step) -> Option<Kind> {
         node: o.node + shift,
         ..*o
     }));
+    // What both recompute (batch norm's x̂ and ReLU mask) is computed once.
+    let (nodes, at) = dedupe_nodes(&nodes);
+    for o in &mut outs {
+        o.node = at[o.node];
+    }
     Some(Kind::Reduce {
         prog: Program { nodes, fault: 0.0 },
         inputs,

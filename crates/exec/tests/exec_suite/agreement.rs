@@ -22,9 +22,9 @@ use ir::{ElemType, Module, TensorType, Visibility};
 use layers::trainstep::{render_step, Optimizer, Rendered, SlotKind, StepOptions};
 
 /// The bound, norm-wise per output.
-const REL: f64 = 1e-5;
+pub(crate) const REL: f64 = 1e-5;
 /// Element-wise bound (relative, floor 1e-2·max|b|); see the module docs.
-const REL_ELEM: f64 = 1e-3;
+pub(crate) const REL_ELEM: f64 = 1e-3;
 /// The bf16 step (norm-wise, element-wise) on seeds 1 and 3 (measured: up to
 /// 7e-6 norm-wise, 2e-4 element-wise). Seed 2 lands on a bf16 rounding flip
 /// that order-of-summation differences decide: there the plan and
@@ -79,7 +79,11 @@ fn disagreement(a: &Value<f32>, b: &Value<f32>, (rel, rel_elem): (f64, f64)) -> 
     }
 }
 
-fn first_disagreement(a: &[Value<f32>], b: &[Value<f32>], rel: (f64, f64)) -> Option<String> {
+pub(crate) fn first_disagreement(
+    a: &[Value<f32>],
+    b: &[Value<f32>],
+    rel: (f64, f64),
+) -> Option<String> {
     if a.len() != b.len() {
         return Some(format!("{} outputs vs {}", a.len(), b.len()));
     }
@@ -130,7 +134,7 @@ fn step_inputs(r: &Rendered, seed: u64) -> Vec<Value<f32>> {
         .collect()
 }
 
-fn generic() -> EvalOptions {
+pub(crate) fn generic() -> EvalOptions {
     EvalOptions {
         fast: false,
         record_margins: false,
@@ -255,7 +259,7 @@ fn inputs_are_checked_as_eval_func_checks_them() {
 
 /// Random inputs of a signature: floats in [-2, 2) rounded to their type,
 /// small integers, booleans.
-fn random_inputs(params: &[TensorType], seed: u64) -> Vec<Value<f32>> {
+pub(crate) fn random_inputs(params: &[TensorType], seed: u64) -> Vec<Value<f32>> {
     let mut next = uniform(seed);
     params
         .iter()

@@ -7,6 +7,7 @@
 
 mod agreement;
 mod all_reduce;
+mod bn_passes;
 mod dot_layouts;
 mod generic_step;
 mod memory_limit;
