@@ -16,6 +16,16 @@ use den::{fast, Tensor};
 use ir::{OpKind, TensorType};
 use layers::trainstep::{render_step, Optimizer, StepOptions};
 
+/// A distinct convolution: key, calls, lhs / kernel / result shapes, attributes.
+type Conv = (
+    String,
+    usize,
+    Vec<usize>,
+    Vec<usize>,
+    Vec<usize>,
+    ir::ConvAttrs,
+);
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let opt_val = |name: &str| {
@@ -40,14 +50,7 @@ fn main() {
         types.insert(p.value.index(), p.ty.clone());
     }
     // Distinct convolutions (by their debug text) with their call counts.
-    let mut convs: Vec<(
-        String,
-        usize,
-        Vec<usize>,
-        Vec<usize>,
-        Vec<usize>,
-        ir::ConvAttrs,
-    )> = Vec::new();
+    let mut convs: Vec<Conv> = Vec::new();
     for op in &func.body.ops {
         for (v, t) in &op.results {
             types.insert(v.index(), t.clone());
