@@ -14,10 +14,12 @@
 //! A register tile of `MR` rows × `NV` output features is accumulated over the
 //! reduction by broadcasting one input element per row and multiplying it into
 //! one `NV`-vector of `V`; there is no im2col buffer and no packing of the big
-//! operand. On x86-64 with AVX2+FMA the tile loop is compiled for those
+//! operand. On x86-64 with AVX-512 the tiles are twice as wide (`avx512.rs`,
+//! f32 and f64); with AVX2+FMA only, the tile loop is compiled for those
 //! features (fused multiply-adds, chosen at run time); elsewhere it is the same
-//! code with separate multiply and add. Either way each output element is summed
-//! in an order fixed by the shape, independent of the thread count.
+//! code with separate multiply and add. Fused or not, each output element is
+//! summed in an order fixed by the shape, independent of the thread count and
+//! of the tile width (the AVX-512 and AVX2 results are the same bits).
 //!
 //! Parallel work: groups of whole examples when there are many output
 //! positions; fixed-size slices of the reduction (summed in order) when there
@@ -532,6 +534,16 @@ fn tiles<U: TileFloat>(
                 // SAFETY: the CPU has the features; the asserts above (f64's
                 // tile is 6 rows, 8 lanes) are `tiles_f64`'s contract.
                 unsafe { avx512::tiles_f64(x, rows, k_offset, v, opad, block, acc) };
+                return;
+            }
+            if let (Some(x), Some(v), Some(acc)) = (
+                same_type::<U, f32>(x),
+                same_type::<U, f32>(v),
+                same_type_mut::<U, f32>(acc),
+            ) {
+                // SAFETY: as above (f32's tile is 6 rows, 16 lanes, so `opad`
+                // is a multiple of 16).
+                unsafe { avx512::tiles_f32(x, rows, k_offset, v, opad, block, acc) };
                 return;
             }
         }

@@ -372,6 +372,25 @@ fn forward_with_long_reduction_and_several_feature_tiles() {
 }
 
 #[test]
+fn wide_and_tail_feature_tiles_of_the_avx512_kernels() {
+    // 40 and 72 output features pad to 48 and 80: one and two 32-wide f32
+    // tiles followed by a 16-wide last one (AVX-512), 16-wide tiles only
+    // (AVX2); f64 runs 16-wide tiles then an 8-wide one. Forward (odd H ≠ W,
+    // stride 1 and 2, the stem's 7×7/s2 pad 3) and weight-VJP (sliced
+    // reduction) forms.
+    check(&step_forward(2, 8, 40, [7, 6]), 450);
+    check(&step_forward(3, 5, 72, [5, 9]).stride([2, 2]), 451);
+    check(
+        &Case::plain(2, 3, 40, [13, 11], [7, 7])
+            .stride([2, 2])
+            .pad([(3, 3), (3, 3)]),
+        452,
+    );
+    check(&step_weight_vjp(8, 3, 40, [16, 16]), 453);
+    check(&step_weight_vjp(3, 7, 72, [7, 5]), 454);
+}
+
+#[test]
 fn strided_and_xla_same_padded_forms() {
     // XLA SAME with stride 2: total pad max((out−1)·s + k − in, 0), low half first.
     check(

@@ -580,3 +580,32 @@ fn depthwise_steps_agree_with_the_generic_evaluator() {
         assert_step_agrees(&r, &generic(), (REL, REL_ELEM), &[seed]);
     }
 }
+
+/// A ResNet-34-topology step (width 4, odd H ≠ W so the upsampling pads
+/// trim trailing zeros): every stride-2 convolution's VJPs read `dy`
+/// through a zero-upsampling pad, which the plan folds into the
+/// convolutions' dilation and padding (`passes::conv_upsample`); the step
+/// still agrees with the generic evaluator.
+#[test]
+fn resnet_step_with_folded_upsampling_pads_agrees_with_the_generic_evaluator() {
+    let net = layers::net::resnet34_width(10, (33, 29), 4);
+    let r = render_step(&net, 2, &StepOptions::new(Optimizer::Sgd)).expect("render");
+    let upsampling = r
+        .module
+        .funcs
+        .iter()
+        .flat_map(|f| &f.body.ops)
+        .filter(|op| matches!(&op.kind, ir::OpKind::Pad { interior, .. } if interior.iter().any(|&i| i > 0)))
+        .count();
+    let plan = Plan::compile(&r.module, &r.signature.func).unwrap();
+    let pad_steps = plan
+        .listing()
+        .iter()
+        .filter(|l| l.contains("stablehlo.pad"))
+        .count();
+    // Stem, three strided 3×3 and three 1×1 projections: both VJPs of the
+    // six strided block convolutions, the weight-VJP of the stem.
+    assert!(upsampling >= 7, "{upsampling} upsampling pads rendered");
+    assert_eq!(pad_steps, 0, "pads left in the plan of {upsampling}");
+    assert_step_agrees(&r, &generic(), (REL, REL_ELEM), &[1, 2]);
+}

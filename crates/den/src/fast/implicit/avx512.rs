@@ -1,9 +1,11 @@
-//! The f64 tile loop of the implicit-GEMM convolution on AVX-512 (the
-//! certifier's convolutions: f64 and the parts of dual numbers): register
-//! tiles of 6 rows × 16 output features (two zmm accumulators per row), with
-//! a 6 × 8 tile for a last block of 8 features. Each output element is the
-//! same fused multiply-add chain over the reduction, in the same order, as
-//! the AVX2 tiles compute it (a tile's width only groups elements), so the
+//! The tile loops of the implicit-GEMM convolution on AVX-512, for f64 (the
+//! certifier's convolutions: f64 and the parts of dual numbers) and f32 (the
+//! executor's convolutions; the AVX2 tiles reach half the FMA width that
+//! sgemm uses on these CPUs). Register tiles of 6 rows × two zmm of output
+//! features (16 f64 or 32 f32; two accumulators per row), with a 6 × one-zmm
+//! tile for a last block (8 f64 or 16 f32). Each output element is the same
+//! fused multiply-add chain over the reduction, in the same order, as the
+//! AVX2 tiles compute it (a tile's width only groups elements), so the
 //! results are bit for bit the AVX2 path's.
 
 #[cfg(target_arch = "x86_64")]
@@ -148,6 +150,135 @@ unsafe fn tile8(
     }
 }
 
+/// `tiles` for f32 (same arguments and contract as [`tiles_f64`], with
+/// `opad` a multiple of 16): 6 × 32 tiles, a 6 × 16 tile for a last block
+/// of 16 features.
+///
+/// # Safety
+/// The CPU has AVX-512F, AVX2 and FMA ([`available`]); `rows.len()` is a
+/// multiple of 6, `opad` of 16, `v` is `[k_offset.len()][opad]`, `acc` is
+/// `[rows.len()][opad]`, and every `rows[r] + k_offset[k]` indexes `x`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx2,fma")]
+pub(super) unsafe fn tiles_f32(
+    x: &[f32],
+    rows: &[usize],
+    k_offset: &[usize],
+    v: &[f32],
+    opad: usize,
+    block: usize,
+    acc: &mut [f32],
+) {
+    debug_assert_eq!(rows.len() % 6, 0);
+    debug_assert_eq!(opad % 16, 0);
+    for (kb, ks) in k_offset.chunks(block).enumerate() {
+        let vb = &v[kb * block * opad..];
+        let mut ot = 0;
+        while ot < opad {
+            let wide = ot + 32 <= opad;
+            for (rt, bases) in rows.chunks_exact(6).enumerate() {
+                let out = &mut acc[rt * 6 * opad..(rt + 1) * 6 * opad];
+                // SAFETY: forwarded contract (the tile's bases and this k block).
+                unsafe {
+                    if wide {
+                        tile32_f32(x, bases, ks, vb, opad, ot, kb > 0, out);
+                    } else {
+                        tile16_f32(x, bases, ks, vb, opad, ot, kb > 0, out);
+                    }
+                }
+            }
+            ot += if wide { 32 } else { 16 };
+        }
+    }
+}
+
+/// One 6 × 32 f32 tile (as [`tile16`] for f64).
+///
+/// # Safety
+/// As [`tiles_f32`]; `ot + 32 ≤ opad`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx2,fma")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn tile32_f32(
+    x: &[f32],
+    bases: &[usize],
+    ks: &[usize],
+    v: &[f32],
+    opad: usize,
+    ot: usize,
+    accumulate: bool,
+    out: &mut [f32],
+) {
+    let o = out.as_mut_ptr();
+    // SAFETY: every pointer below stays inside `x`, `v` or `out` by the contract.
+    unsafe {
+        let mut a = [[_mm512_setzero_ps(); 2]; 6];
+        if accumulate {
+            for (r, row) in a.iter_mut().enumerate() {
+                row[0] = _mm512_loadu_ps(o.add(r * opad + ot));
+                row[1] = _mm512_loadu_ps(o.add(r * opad + ot + 16));
+            }
+        }
+        let xp: [*const f32; 6] = std::array::from_fn(|r| x.as_ptr().add(bases[r]));
+        let mut vp = v.as_ptr().add(ot);
+        for &k in ks {
+            let w0 = _mm512_loadu_ps(vp);
+            let w1 = _mm512_loadu_ps(vp.add(16));
+            for r in 0..6 {
+                let xv = _mm512_set1_ps(*xp[r].add(k));
+                a[r][0] = _mm512_fmadd_ps(xv, w0, a[r][0]);
+                a[r][1] = _mm512_fmadd_ps(xv, w1, a[r][1]);
+            }
+            vp = vp.add(opad);
+        }
+        for (r, row) in a.iter().enumerate() {
+            _mm512_storeu_ps(o.add(r * opad + ot), row[0]);
+            _mm512_storeu_ps(o.add(r * opad + ot + 16), row[1]);
+        }
+    }
+}
+
+/// One 6 × 16 f32 tile (the last 16 features when `opad` is not a multiple of 32).
+///
+/// # Safety
+/// As [`tiles_f32`]; `ot + 16 ≤ opad`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx2,fma")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn tile16_f32(
+    x: &[f32],
+    bases: &[usize],
+    ks: &[usize],
+    v: &[f32],
+    opad: usize,
+    ot: usize,
+    accumulate: bool,
+    out: &mut [f32],
+) {
+    let o = out.as_mut_ptr();
+    // SAFETY: as in `tile32_f32`.
+    unsafe {
+        let mut a = [_mm512_setzero_ps(); 6];
+        if accumulate {
+            for (r, row) in a.iter_mut().enumerate() {
+                *row = _mm512_loadu_ps(o.add(r * opad + ot));
+            }
+        }
+        let xp: [*const f32; 6] = std::array::from_fn(|r| x.as_ptr().add(bases[r]));
+        let mut vp = v.as_ptr().add(ot);
+        for &k in ks {
+            let w = _mm512_loadu_ps(vp);
+            for (r, row) in a.iter_mut().enumerate() {
+                *row = _mm512_fmadd_ps(_mm512_set1_ps(*xp[r].add(k)), w, *row);
+            }
+            vp = vp.add(opad);
+        }
+        for (r, row) in a.iter().enumerate() {
+            _mm512_storeu_ps(o.add(r * opad + ot), *row);
+        }
+    }
+}
+
 #[cfg(all(test, target_arch = "x86_64"))]
 mod tests {
     use super::*;
@@ -185,6 +316,48 @@ mod tests {
                     &x, &rows, &k_offset, &v, opad, block, &mut want,
                 );
                 tiles_f64(&x, &rows, &k_offset, &v, opad, block, &mut got);
+            }
+            assert!(
+                want.iter()
+                    .zip(&got)
+                    .all(|(a, b)| a.to_bits() == b.to_bits()),
+                "opad {opad}, rows {n_rows}, k {n_k}, block {block}"
+            );
+        }
+    }
+
+    /// The f32 AVX-512 tiles are the fused AVX2 f32 tiles bit for bit: widths
+    /// that are and are not multiples of 32 (the 16-wide last block), several
+    /// reduction blocks, scattered row bases.
+    #[test]
+    fn avx512_f32_tiles_are_the_fused_tiles_bit_for_bit() {
+        if !available() {
+            eprintln!("no AVX-512 on this CPU: nothing to compare");
+            return;
+        }
+        let mut rng = Rng::new(9);
+        for (opad, n_rows, n_k, block) in [
+            (16, 6, 5, 16),
+            (32, 12, 40, 16),
+            (48, 18, 33, 16),
+            (80, 6, 100, 17),
+            (64, 30, 7, 256),
+        ] {
+            let x: Vec<f32> = (0..500).map(|_| rng.normal() as f32).collect();
+            let rows: Vec<usize> = (0..n_rows)
+                .map(|_| (rng.next_u64() % 200) as usize)
+                .collect();
+            let k_offset: Vec<usize> = (0..n_k).map(|_| (rng.next_u64() % 300) as usize).collect();
+            let v: Vec<f32> = (0..n_k * opad).map(|_| rng.normal() as f32).collect();
+            let mut want = vec![f32::NAN; n_rows * opad];
+            let mut got = vec![f32::NAN; n_rows * opad];
+            // SAFETY: the shapes above meet both kernels' contracts (max row
+            // 199 + max offset 299 < 500).
+            unsafe {
+                crate::fast::implicit::tiles_with::<f32, true>(
+                    &x, &rows, &k_offset, &v, opad, block, &mut want,
+                );
+                tiles_f32(&x, &rows, &k_offset, &v, opad, block, &mut got);
             }
             assert!(
                 want.iter()
