@@ -135,18 +135,16 @@ fn gemm<T: FastFloat>(
     }
 }
 
+/// A half-open block `lo..hi` of rows or columns.
+type Range = (usize, usize);
+
 /// The row and column blocks of an `m × k × n` GEMM on `threads` threads:
 /// one block below [`PAR_GEMM`]; else rows cut into `ROW_ALIGN`-multiples when
 /// there are enough of them (each block packs all of B, which is cheap next
 /// to its share of the product), else columns into `COL_ALIGN`-multiples.
-fn split(
-    m: usize,
-    k: usize,
-    n: usize,
-    threads: usize,
-) -> (Vec<(usize, usize)>, Vec<(usize, usize)>) {
+fn split(m: usize, k: usize, n: usize, threads: usize) -> (Vec<Range>, Vec<Range>) {
     let whole = |len: usize| vec![(0, len)];
-    let cut = |len: usize, align: usize| -> Vec<(usize, usize)> {
+    let cut = |len: usize, align: usize| -> Vec<Range> {
         let per = len.div_ceil(threads).div_ceil(align) * align;
         (0..len)
             .step_by(per)
