@@ -192,7 +192,7 @@ done
 echo
 for t in 1 2; do
     echo -n "GEMM peak, $t thread(s): "
-    MATMUL_NUM_THREADS=$t "$BIN" bench gemm --n 1024 --reps 5
+    RAYON_NUM_THREADS=$t "$BIN" bench gemm --n 1024 --reps 5
 done
 
 # ---------------------------------------------------------------- alternating runs

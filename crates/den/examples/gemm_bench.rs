@@ -8,7 +8,7 @@
 //! Prints the median time and GFLOP/s of several runs, and the step's total.
 //!
 //! Run: `cargo run --release -p den --example gemm_bench`
-//! (single thread: `RAYON_NUM_THREADS=1 MATMUL_NUM_THREADS=1 …`).
+//! (single thread: `RAYON_NUM_THREADS=1 …`).
 
 use std::time::Instant;
 

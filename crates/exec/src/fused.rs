@@ -361,6 +361,12 @@ impl Program {
         let block = |lo: usize, hi: usize| {
             self.with_scratch(|regs| {
                 #[cfg(target_arch = "x86_64")]
+                if avx512() {
+                    // SAFETY: the CPU has AVX-512F; forwarded contract, blocks disjoint.
+                    unsafe { self.write_block_avx512(inputs, out, lo, hi, regs, in_place) };
+                    return;
+                }
+                #[cfg(target_arch = "x86_64")]
                 if avx2() {
                     // SAFETY: the CPU has AVX2; forwarded contract, blocks disjoint.
                     unsafe { self.write_block_avx2(inputs, out, lo, hi, regs, in_place) };
@@ -427,6 +433,47 @@ impl Program {
     ) {
         // SAFETY: forwarded contract.
         unsafe { self.write_block(inputs, out, lo, hi, regs, in_place) }
+    }
+
+    /// [`Program::write_block`] compiled for AVX-512F: twice the lanes of
+    /// the AVX2 twin for the f64 `exp`/`tanh`/`logistic` (GELU(tanh) was a
+    /// third of a ViT forward); the same IEEE operations, so the same bits.
+    ///
+    /// # Safety
+    /// The CPU has AVX-512F; as [`Program::write_block`].
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f")]
+    unsafe fn write_block_avx512(
+        &self,
+        inputs: &[Input],
+        out: SendPtr,
+        lo: usize,
+        hi: usize,
+        regs: &mut [f32],
+        in_place: bool,
+    ) {
+        // SAFETY: forwarded contract.
+        unsafe { self.write_block(inputs, out, lo, hi, regs, in_place) }
+    }
+
+    /// [`Program::reduce_block`] compiled for AVX-512F.
+    ///
+    /// # Safety
+    /// The CPU has AVX-512F.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f")]
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn reduce_block_avx512(
+        &self,
+        inputs: &[Input],
+        map: &Merged,
+        values: &[usize],
+        accs: &mut [Vec<f32>],
+        lo: usize,
+        hi: usize,
+        regs: &mut [f32],
+    ) {
+        self.reduce_block(inputs, map, values, accs, lo, hi, regs)
     }
 
     /// [`Program::reduce_block`] compiled for AVX2.
@@ -496,6 +543,12 @@ impl Program {
         let block = |lo: usize, hi: usize, accs: &mut [Vec<f32>]| {
             self.with_scratch(|regs| {
                 #[cfg(target_arch = "x86_64")]
+                if avx512() {
+                    // SAFETY: the CPU has AVX-512F.
+                    unsafe { self.reduce_block_avx512(inputs, map, values, accs, lo, hi, regs) };
+                    return;
+                }
+                #[cfg(target_arch = "x86_64")]
                 if avx2() {
                     // SAFETY: the CPU has AVX2.
                     unsafe { self.reduce_block_avx2(inputs, map, values, accs, lo, hi, regs) };
@@ -534,6 +587,18 @@ impl Program {
 #[cfg(target_arch = "x86_64")]
 fn avx2() -> bool {
     std::arch::is_x86_feature_detected!("avx2")
+}
+
+/// Whether the loops run in their AVX-512F build (preferred to AVX2 when
+/// present; `CERTGRAD_NO_AVX512=1` keeps the AVX2 one, for comparisons).
+#[cfg(target_arch = "x86_64")]
+fn avx512() -> bool {
+    use std::sync::OnceLock;
+    static ON: OnceLock<bool> = OnceLock::new();
+    *ON.get_or_init(|| {
+        std::arch::is_x86_feature_detected!("avx512f")
+            && std::env::var_os("CERTGRAD_NO_AVX512").is_none_or(|v| v.is_empty())
+    })
 }
 
 /// Splits `0..len` into one block per thread (chunk-aligned) when it pays.

@@ -29,6 +29,7 @@ mod pad;
 mod reduce;
 
 pub use float::FastFloat;
+pub use gemm::sgemm_row_major;
 
 use crate::tensor::Tensor;
 
