@@ -268,6 +268,20 @@ impl Plan {
         false
     }
 
+    /// Negative-control hook for tests (cargo feature `fault-injection`): the
+    /// first dot with a folded bias forgets it (a fold that drops the add).
+    /// Returns whether such a dot exists.
+    #[cfg(feature = "fault-injection")]
+    pub fn drop_first_dot_bias_for_tests(&mut self) -> bool {
+        let Body::Compiled(c) = &mut self.body else {
+            return false;
+        };
+        c.steps.iter_mut().any(|s| match &mut s.kind {
+            Kind::Dot { bias, .. } => bias.take().is_some(),
+            _ => false,
+        })
+    }
+
     /// The same hook on the first fused loop (of at least one op) inside a
     /// `while`/`case`/`if` region: the sub-plans' negative control.
     #[cfg(feature = "fault-injection")]

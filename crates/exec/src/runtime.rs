@@ -390,11 +390,26 @@ fn run_step(
             dims,
             out,
             shape,
+            bias,
         } => {
             let buffer = pool.get(shape.iter().product());
-            let t = with2(slots, lhs, rhs, |x, w| {
-                fast::dot_general_into(x, w, dims, shape, buffer)
-            })?;
+            let t = match bias {
+                Some(b) => {
+                    // The fold checked the bias is read as the slot's first
+                    // `last` elements, broadcast along the last axis.
+                    let last = shape.last().copied().unwrap_or(0);
+                    let bias = match slots[*b].as_ref() {
+                        Some(Buf::F(d)) if d.len() >= last => d[..last].to_vec(),
+                        _ => return Err("internal: dot bias missing".into()),
+                    };
+                    with2(slots, lhs, rhs, |x, w| {
+                        fast::dot_general_bias_into(x, w, dims, shape, buffer, &bias)
+                    })?
+                }
+                None => with2(slots, lhs, rhs, |x, w| {
+                    fast::dot_general_into(x, w, dims, shape, buffer)
+                })?,
+            };
             slots[*out] = Some(Buf::F(t.data));
         }
         Kind::ReduceFold {

@@ -73,6 +73,9 @@ pub(crate) enum Kind {
         dims: DotDims,
         out: usize,
         shape: Vec<usize>,
+        /// A bias along the result's last axis added in the GEMM's epilogue
+        /// (the `dot + broadcast(b)` loop folded in by [`crate::passes::fold_dot_bias`]).
+        bias: Option<usize>,
     },
     ReduceFold {
         input: (usize, Vec<usize>),
@@ -175,7 +178,7 @@ impl Kind {
                 .chain(outs.iter().flat_map(|o| init(&o.init)))
                 .collect(),
             Kind::Conv { lhs, rhs, bias, .. } => [lhs.0, rhs.0].into_iter().chain(*bias).collect(),
-            Kind::Dot { lhs, rhs, .. } => vec![lhs.0, rhs.0],
+            Kind::Dot { lhs, rhs, bias, .. } => [lhs.0, rhs.0].into_iter().chain(*bias).collect(),
             Kind::ReduceFold { input, init: i, .. }
             | Kind::Window { input, init: i, .. }
             | Kind::Pad {

@@ -9,7 +9,7 @@
 //! one after the other on the GEMM's own threads.
 
 use super::float::FastFloat;
-use super::gemm::{matmul, MatRef};
+use super::gemm::{matmul, matmul_bias, MatRef};
 use super::layout::{dim_index, merged_axis, permute};
 use crate::tensor::Tensor;
 use rayon::prelude::*;
@@ -81,13 +81,17 @@ fn batched_view<'a, T: FastFloat>(
 
 /// `dot_general` into `buffer` (any contents; its length must be the
 /// result's): every element is overwritten, the GEMMs writing with β = 0, so a
-/// reused buffer costs no zeroing and no fresh pages.
+/// reused buffer costs no zeroing and no fresh pages. With `bias` (one value
+/// per element of the result's last axis, which must be an rhs free axis) the
+/// result is `dot + bias` broadcast along that axis, each GEMM adding it in
+/// its epilogue (see [`matmul_bias`]).
 pub(crate) fn dot_general<T: FastFloat>(
     lhs: &Tensor<T>,
     rhs: &Tensor<T>,
     dims: &ir::DotDims,
     out_shape: &[usize],
     buffer: Option<Vec<T>>,
+    bias: Option<&[T]>,
 ) -> Tensor<T> {
     let idx =
         |v: &[i64]| -> Vec<usize> { v.iter().map(|&d| dim_index(d, "dot dimension")).collect() };
@@ -135,9 +139,21 @@ pub(crate) fn dot_general<T: FastFloat>(
         }
         None => vec![T::ZERO; nb * m * n],
     };
+    // The bias along one GEMM row: the rhs free axes, the last one innermost.
+    let bias_row: Option<Vec<T>> = bias.map(|b| {
+        assert!(!rf.is_empty(), "dot_general bias needs an rhs free axis");
+        assert_eq!(Some(&b.len()), out_shape.last(), "dot_general bias length");
+        b.iter().copied().cycle().take(n).collect()
+    });
     if out.is_empty() || k == 0 {
-        // An empty contraction sums nothing: every element is zero.
-        out.fill(T::ZERO);
+        // An empty contraction sums nothing: every element is zero (`0 + b`
+        // with a bias, rounded as the add rounds it).
+        match &bias_row {
+            Some(row) => out
+                .chunks_mut(n.max(1))
+                .for_each(|c| c.iter_mut().zip(row).for_each(|(x, &b)| *x = T::ZERO + b)),
+            None => out.fill(T::ZERO),
+        }
         return Tensor::new(out_shape.to_vec(), out);
     }
     let a = batched_view(lhs, &lb, &lf, &lc);
@@ -157,7 +173,10 @@ pub(crate) fn dot_general<T: FastFloat>(
             row_stride: b.row_stride,
             col_stride: b.col_stride,
         };
-        matmul(a_mat, b_mat, c, n);
+        match &bias_row {
+            Some(row) => matmul_bias(a_mat, b_mat, c, n, row),
+            None => matmul(a_mat, b_mat, c, n),
+        }
     };
     if nb > 1 && m * k + k * n < SMALL_GEMM && nb * m * k * n >= PAR_MIN_MACS {
         out.par_chunks_mut(m * n)
@@ -195,8 +214,15 @@ mod tests {
                 rhs_contracting: vec![1],
             };
             let shape = [nb, m, n];
-            let fresh = dot_general(&lhs, &rhs, &dims, &shape, None);
-            let reused = dot_general(&lhs, &rhs, &dims, &shape, Some(vec![f32::NAN; nb * m * n]));
+            let fresh = dot_general(&lhs, &rhs, &dims, &shape, None, None);
+            let reused = dot_general(
+                &lhs,
+                &rhs,
+                &dims,
+                &shape,
+                Some(vec![f32::NAN; nb * m * n]),
+                None,
+            );
             assert!(fresh
                 .data
                 .iter()
@@ -218,6 +244,63 @@ mod tests {
                         );
                     }
                 }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod bias_tests {
+    use super::dot_general;
+    use crate::tensor::Tensor;
+
+    /// The biased dot is the dot followed by a separate broadcast add, bit
+    /// for bit: on the batched small-GEMM path, the row-split large one, with
+    /// two rhs free axes (the bias along the inner one) and with an empty
+    /// contraction (`0 + -0` is `+0`).
+    #[test]
+    fn biased_dot_is_dot_then_add_bit_for_bit() {
+        let fill = |len: usize, s: f32| -> Vec<f32> {
+            (0..len).map(|i| (i as f32 * s).sin() * 0.5).collect()
+        };
+        // (batch, m, k, rhs free dims)
+        let cases: [(usize, usize, usize, &[usize]); 4] = [
+            (6, 13, 8, &[13]),
+            (1, 300, 200, &[150]),
+            (2, 70, 150, &[5, 24]),
+            (1, 4, 0, &[3]),
+        ];
+        for (nb, m, k, rf) in cases {
+            let n: usize = rf.iter().product();
+            let lhs = Tensor::new(vec![nb, m, k], fill(nb * m * k, 0.37));
+            let rhs_shape: Vec<usize> = [nb, k].iter().chain(rf).copied().collect();
+            let rhs = Tensor::new(rhs_shape, fill(nb * k * n, 0.91));
+            let dims = ir::DotDims {
+                lhs_batch: vec![0],
+                rhs_batch: vec![0],
+                lhs_contracting: vec![2],
+                rhs_contracting: vec![1],
+            };
+            let shape: Vec<usize> = [nb, m].iter().chain(rf).copied().collect();
+            let last = *rf.last().unwrap();
+            let mut bias = fill(last, 1.3);
+            bias[0] = -0.0;
+            let plain = dot_general(&lhs, &rhs, &dims, &shape, None, None);
+            let biased = dot_general(
+                &lhs,
+                &rhs,
+                &dims,
+                &shape,
+                Some(vec![f32::NAN; nb * m * n]),
+                Some(&bias),
+            );
+            for (i, (p, b)) in plain.data.iter().zip(&biased.data).enumerate() {
+                let want = p + bias[i % last];
+                assert_eq!(
+                    want.to_bits(),
+                    b.to_bits(),
+                    "case {nb}x{m}x{k}x{rf:?} at {i}"
+                );
             }
         }
     }

@@ -62,7 +62,22 @@ pub(crate) fn matmul<T: FastFloat>(
     c: &mut [T],
     c_row_stride: usize,
 ) {
-    gemm(a, b, c, c_row_stride, false);
+    gemm(a, b, c, c_row_stride, false, None);
+}
+
+/// `c = a · b + bias` with `bias` (`b.cols` long) added to every row: each
+/// block of C gets its bias right after its GEMM, while the block is still in
+/// cache, so each element is `(a · b) + bias` rounded once, exactly as a
+/// separate add after [`matmul`] rounds it.
+pub(crate) fn matmul_bias<T: FastFloat>(
+    a: MatRef<'_, T>,
+    b: MatRef<'_, T>,
+    c: &mut [T],
+    c_row_stride: usize,
+    bias: &[T],
+) {
+    assert_eq!(bias.len(), b.cols, "gemm bias length");
+    gemm(a, b, c, c_row_stride, false, Some(bias));
 }
 
 /// `c += a · b`, with `c` as in [`matmul`].
@@ -72,7 +87,7 @@ pub(crate) fn matmul_add<T: FastFloat>(
     c: &mut [T],
     c_row_stride: usize,
 ) {
-    gemm(a, b, c, c_row_stride, true);
+    gemm(a, b, c, c_row_stride, true, None);
 }
 
 fn gemm<T: FastFloat>(
@@ -81,6 +96,7 @@ fn gemm<T: FastFloat>(
     c: &mut [T],
     c_row_stride: usize,
     accumulate: bool,
+    bias: Option<&[T]>,
 ) {
     let (m, k, n) = (a.rows, a.cols, b.cols);
     assert_eq!(k, b.rows, "gemm inner dimensions differ");
@@ -95,7 +111,12 @@ fn gemm<T: FastFloat>(
             return;
         }
         for r in 0..m {
-            c[r * c_row_stride..r * c_row_stride + n].fill(T::ZERO);
+            let row = &mut c[r * c_row_stride..r * c_row_stride + n];
+            match bias {
+                // `0 + b`, as the separate add rounds it (-0 becomes +0).
+                Some(b) => row.iter_mut().zip(b).for_each(|(x, &b)| *x = T::ZERO + b),
+                None => row.fill(T::ZERO),
+            }
         }
         return;
     }
@@ -126,6 +147,19 @@ fn gemm<T: FastFloat>(
                 cp.get().add(r0 * c_row_stride + c0),
                 c_row_stride as isize,
             );
+            if let Some(bias) = bias {
+                for r in r0..r1 {
+                    // SAFETY: row `r`, columns c0..c1 of this block of C (in
+                    // bounds by the asserts, written by no other block).
+                    let row = std::slice::from_raw_parts_mut(
+                        cp.get().add(r * c_row_stride + c0),
+                        c1 - c0,
+                    );
+                    for (x, &b) in row.iter_mut().zip(&bias[c0..c1]) {
+                        *x += b;
+                    }
+                }
+            }
         }
     };
     match (rows.len(), cols.len()) {

@@ -90,7 +90,7 @@ pub fn dot_general<T: FastFloat>(
     dims: &ir::DotDims,
     out_shape: &[usize],
 ) -> Tensor<T> {
-    dot::dot_general(lhs, rhs, dims, out_shape, None)
+    dot::dot_general(lhs, rhs, dims, out_shape, None, None)
 }
 
 /// [`dot_general`] into `buffer` (the result's length, any contents: every
@@ -103,7 +103,22 @@ pub fn dot_general_into<T: FastFloat>(
     out_shape: &[usize],
     buffer: Vec<T>,
 ) -> Tensor<T> {
-    dot::dot_general(lhs, rhs, dims, out_shape, Some(buffer))
+    dot::dot_general(lhs, rhs, dims, out_shape, Some(buffer), None)
+}
+
+/// [`dot_general_into`] plus `bias` broadcast along the result's last axis
+/// (one value per element of it; that axis must be an rhs free axis), added
+/// in the GEMM's epilogue: each element is the dot rounded, then the add
+/// rounded, bit for bit a separate add after the dot.
+pub fn dot_general_bias_into<T: FastFloat>(
+    lhs: &Tensor<T>,
+    rhs: &Tensor<T>,
+    dims: &ir::DotDims,
+    out_shape: &[usize],
+    buffer: Vec<T>,
+    bias: &[T],
+) -> Tensor<T> {
+    dot::dot_general(lhs, rhs, dims, out_shape, Some(buffer), Some(bias))
 }
 
 /// `stablehlo.reduce` of one input over `dims` with the reducer `kind`, starting

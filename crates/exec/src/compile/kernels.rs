@@ -191,6 +191,7 @@ impl Builder<'_> {
             dims,
             out: op.results[0].0.index(),
             shape: rshape,
+            bias: None,
         };
         self.push(op, "stablehlo.dot_general", 2 * macs as u64, kind);
         self.defs[op.results[0].0.index()] = Def::Mat;

@@ -3,7 +3,7 @@
 //! the [`Compiled`] schedule.
 
 use super::Builder;
-use crate::passes::{fold_conv_bias, fold_conv_upsample, merge_sibling_reductions};
+use crate::passes::{fold_conv_bias, fold_conv_upsample, fold_dot_bias, merge_sibling_reductions};
 use crate::runtime::{Compiled, Pool};
 use crate::schedule::Kind;
 
@@ -14,6 +14,7 @@ impl Builder<'_> {
         let outputs: Vec<usize> = self.outputs.iter().map(|o| o.0).collect();
         self.steps = fold_conv_bias(std::mem::take(&mut self.steps), &outputs);
         self.steps = fold_conv_upsample(std::mem::take(&mut self.steps), &outputs);
+        self.steps = fold_dot_bias(std::mem::take(&mut self.steps), &outputs);
         let n = self.root.len();
         let mut last: Vec<Option<usize>> = vec![None; n];
         for (i, s) in self.steps.iter().enumerate() {

@@ -21,7 +21,7 @@ fn uniform(seed: u64) -> impl FnMut() -> f32 {
     }
 }
 
-fn inputs(m: &ir::Module, seed: u64) -> Vec<Value<f32>> {
+pub(crate) fn inputs(m: &ir::Module, seed: u64) -> Vec<Value<f32>> {
     let mut next = uniform(seed);
     m.func("main")
         .expect("@main")
@@ -39,7 +39,7 @@ fn inputs(m: &ir::Module, seed: u64) -> Vec<Value<f32>> {
 }
 
 /// Why the plan's outputs differ from the generic evaluator's, if they do.
-fn disagreement(a: &[Value<f32>], b: &[Value<f32>]) -> Option<String> {
+pub(crate) fn disagreement(a: &[Value<f32>], b: &[Value<f32>]) -> Option<String> {
     for (k, (x, y)) in a.iter().zip(b).enumerate() {
         let (x, y) = (x.as_float().unwrap(), y.as_float().unwrap());
         if x.shape != y.shape {
@@ -66,7 +66,7 @@ fn disagreement(a: &[Value<f32>], b: &[Value<f32>]) -> Option<String> {
 }
 
 /// (plan listing, plan outputs, generic evaluator outputs) of `src`'s @main.
-fn run(src: &str, seed: u64) -> (Vec<String>, Vec<Value<f32>>, Vec<Value<f32>>) {
+pub(crate) fn run(src: &str, seed: u64) -> (Vec<String>, Vec<Value<f32>>, Vec<Value<f32>>) {
     let m = ir::parse::parse_module(src, "dot.mlir").expect("parse");
     let x = inputs(&m, seed);
     let mut plan = Plan::compile(&m, "main").expect("compile");

@@ -8,6 +8,7 @@
 mod agreement;
 mod all_reduce;
 mod bn_passes;
+mod dot_bias;
 mod dot_layouts;
 mod generic_step;
 mod memory_limit;
