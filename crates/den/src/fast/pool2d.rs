@@ -264,8 +264,9 @@ impl Plane2d {
                         let clamp = |v: i64| v.clamp(0, iw as i64) as usize;
                         (clamp(x0), clamp(x0 + kw as i64))
                     };
-                    for at in y * iw + lo..y * iw + hi {
-                        let v = xp[at];
+                    let start = y * iw + lo;
+                    for (k, &v) in xp[start..start + hi.saturating_sub(lo)].iter().enumerate() {
+                        let at = start + k;
                         best = match best {
                             Some((b, bv)) if keep(bv, v) => Some((b, bv)),
                             _ => Some((at, v)),
