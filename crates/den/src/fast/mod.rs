@@ -26,6 +26,7 @@ mod gemm;
 mod implicit;
 mod layout;
 mod pad;
+mod pool2d;
 mod reduce;
 
 pub use float::FastFloat;

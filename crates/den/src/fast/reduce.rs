@@ -4,11 +4,13 @@
 //! Folds visit elements in row-major order of the reduced indices, as the generic
 //! evaluator does; only long contiguous additions use eight partial sums (a
 //! different but equally accurate order, within the agreement bound).
+//! Windows over the two innermost dimensions only go to [`super::pool2d`].
 
 use rayon::prelude::*;
 
 use super::float::FastFloat;
 use super::layout::{compare_fast, dim_index, max_fast, min_fast, WindowTable};
+use super::pool2d::Plane2d;
 use super::ReduceKind;
 use crate::tensor::{row_major_strides, Tensor};
 
@@ -233,6 +235,18 @@ pub(crate) fn reduce_window<T: FastFloat>(
     attrs: &ir::WindowAttrs,
     out_shape: &[usize],
 ) -> Tensor<T> {
+    let plane = Plane2d::new(
+        &input.shape,
+        out_shape,
+        &attrs.window_dimensions,
+        &attrs.window_strides,
+        &attrs.padding,
+        [&attrs.base_dilations, &attrs.window_dilations],
+    );
+    if let Some(p) = plane {
+        let out = p.reduce_window(&input.data, init, kind);
+        return Tensor::new(out_shape.to_vec(), out);
+    }
     let out = map_windows(
         &input.shape,
         attrs,
@@ -445,6 +459,18 @@ pub(crate) fn select_and_scatter<T: FastFloat>(
         "select_and_scatter result shape"
     );
     assert_eq!(source.rank(), rank, "select_and_scatter source rank");
+    let plane = Plane2d::new(
+        &operand.shape,
+        &source.shape,
+        &attrs.window_dimensions,
+        &attrs.window_strides,
+        &attrs.padding,
+        [&[], &[]],
+    );
+    if let Some(p) = plane {
+        let out = p.select_and_scatter(&operand.data, &source.data, init, select);
+        return Tensor::new(out_shape.to_vec(), out);
+    }
     let get = |v: &[i64], d: usize| v.get(d).copied().unwrap_or(1);
     let strides = operand.strides();
     let wdims: Vec<WindowDim> = (0..rank)

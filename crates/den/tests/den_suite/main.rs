@@ -12,6 +12,7 @@ mod eval_ops;
 mod fast_agreement;
 mod fast_conv_forms;
 mod fast_f64;
+mod fast_pool2d;
 mod inline_calls;
 mod issue21_ops;
 mod non_finite;
