@@ -19,13 +19,10 @@ use proptest::prelude::*;
 /// Deterministic pseudo-random f32 data in `[-2, 2)` (xorshift64*), so a proptest
 /// case is a handful of integers and shrinks quickly.
 fn random_data(len: usize, seed: u64) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..len)
-        .map(|_| {
-            s ^= s >> 12;
-            s ^= s << 25;
-            s ^= s >> 27;
-            let r = s.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 40; // 24 bits
+    crate::common::xorshift64star(seed)
+        .take(len)
+        .map(|bits| {
+            let r = bits >> 40; // 24 bits
             (r as f32 / (1u64 << 22) as f32) - 2.0
         })
         .collect()

@@ -22,14 +22,9 @@ use proptest::prelude::*;
 
 /// Deterministic values in `[-2, 2)` on a 1/64 grid (exact in f32 and f64).
 fn data(len: usize, seed: u64) -> Vec<f64> {
-    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..len)
-        .map(|_| {
-            s ^= s >> 12;
-            s ^= s << 25;
-            s ^= s >> 27;
-            ((s.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 56) as f64 - 128.0) / 64.0
-        })
+    crate::common::xorshift64star(seed)
+        .take(len)
+        .map(|bits| ((bits >> 56) as f64 - 128.0) / 64.0)
         .collect()
 }
 

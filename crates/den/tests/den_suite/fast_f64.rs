@@ -31,13 +31,10 @@ fn f32t(shape: &[usize]) -> TensorType {
 /// Deterministic data in `[-2, 2)` (xorshift64*); with `levels`, small integers
 /// (many ties, for the max/select tie rules).
 fn data(len: usize, seed: u64, levels: Option<u32>) -> Vec<f64> {
-    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..len)
-        .map(|_| {
-            s ^= s >> 12;
-            s ^= s << 25;
-            s ^= s >> 27;
-            let r = (s.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 11) as f64 / (1u64 << 53) as f64;
+    crate::common::xorshift64star(seed)
+        .take(len)
+        .map(|bits| {
+            let r = (bits >> 11) as f64 / (1u64 << 53) as f64;
             match levels {
                 Some(l) => (r * l as f64).floor(),
                 None => 4.0 * r - 2.0,

@@ -21,13 +21,10 @@ use proptest::prelude::*;
 /// xorshift64* values in `[0, levels)`, with some NaN and signed zeros when
 /// `specials` (NaN only where `nan`).
 fn levels(len: usize, seed: u64, levels: u32, specials: bool, nan: bool) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..len)
-        .map(|_| {
-            s ^= s >> 12;
-            s ^= s << 25;
-            s ^= s >> 27;
-            let r = s.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 40;
+    crate::common::xorshift64star(seed)
+        .take(len)
+        .map(|bits| {
+            let r = bits >> 40;
             match (specials, r % 23) {
                 (true, 0) if nan => f32::NAN,
                 (true, 1) => -0.0,

@@ -1,6 +1,7 @@
 //! Test support shared by den's test files: a function builder that states
 //! every type (independent of ir's type inference, so the tests exercise the
-//! evaluator alone) and the generic-path options.
+//! evaluator alone), the generic-path options and the seeded bit stream the
+//! fast-kernel tests draw their data from.
 #![allow(dead_code)] // each test file uses a different part
 
 use den::EvalOptions;
@@ -111,4 +112,17 @@ pub fn generic() -> EvalOptions {
         fast: false,
         ..Default::default()
     }
+}
+
+/// The xorshift64* stream of `seed` (each item the full 64-bit product, so a
+/// caller takes the high bits it needs): deterministic test data from a
+/// handful of integers, so a proptest case shrinks quickly.
+pub fn xorshift64star(seed: u64) -> impl Iterator<Item = u64> {
+    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    std::iter::repeat_with(move || {
+        s ^= s >> 12;
+        s ^= s << 25;
+        s ^= s >> 27;
+        s.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    })
 }
