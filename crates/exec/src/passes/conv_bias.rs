@@ -1,9 +1,8 @@
 //! `conv(x, w) + broadcast(b)` as one step: the convolution kernel adds the
 //! per-output-feature bias while it writes its result.
 
-use crate::fused::{Node, ViewSpec};
+use super::{bias_add_loop, read_counts, vector_along};
 use crate::schedule::{Kind, Step};
-use ir::BinaryOp;
 use std::collections::HashMap;
 
 /// `conv(x, w) + broadcast(b)` — a loop adding a per-output-feature vector to
@@ -12,12 +11,7 @@ use std::collections::HashMap;
 /// (one pass over the result less per biased convolution; each element is
 /// rounded exactly as the add rounds it).
 pub(crate) fn fold_conv_bias(steps: Vec<Step>, outputs: &[usize]) -> Vec<Step> {
-    let mut reads = HashMap::<usize, usize>::new();
-    for s in &steps {
-        for r in s.kind.reads() {
-            *reads.entry(r).or_default() += 1;
-        }
-    }
+    let reads = read_counts(&steps);
     let mut out: Vec<Step> = Vec::with_capacity(steps.len());
     for step in steps {
         if let Some(prev) = out.last_mut() {
@@ -50,48 +44,23 @@ fn conv_with_bias(
     else {
         return None;
     };
-    let Kind::Loop {
-        prog,
-        inputs,
-        out: sum,
-        len,
-        ..
-    } = &add.kind
-    else {
-        return None;
-    };
-    let (load, view, m) = match prog.nodes.as_slice() {
-        [Node::Load(l), Node::View(v, m), Node::Binary(BinaryOp::Add, 0, 1)]
-        | [Node::View(v, m), Node::Load(l), Node::Binary(BinaryOp::Add, 0, 1)] => (*l, *v, m),
-        _ => return None,
-    };
+    let add = bias_add_loop(&add.kind)?;
     let feature = usize::try_from(attrs.dims.output_feature).ok()?;
-    if inputs[load] != *out
-        || *len != shape.iter().product::<usize>()
+    if add.added != *out
+        || add.len != shape.iter().product::<usize>()
         || feature >= shape.len()
         || reads.get(out) != Some(&1)
         || outputs.contains(out)
-        || prog.fault != 0.0
+        || *add.view != vector_along(shape, feature)
     {
-        return None;
-    }
-    let mut strides = vec![0isize; shape.len()];
-    strides[feature] = 1;
-    let per_feature = ViewSpec {
-        shape: shape.clone(),
-        strides,
-        base: 0,
-    }
-    .merged();
-    if *m != per_feature {
         return None;
     }
     Some(Kind::Conv {
         lhs: lhs.clone(),
         rhs: rhs.clone(),
         attrs: attrs.clone(),
-        out: *sum,
+        out: add.sum,
         shape: shape.clone(),
-        bias: Some(inputs[view]),
+        bias: Some(add.bias),
     })
 }

@@ -1,9 +1,8 @@
 //! `dot_general(x, w) + broadcast(b)` as one step: the GEMM adds the bias
 //! along the result's last axis in its epilogue (`den::fast::dot_general_bias_into`).
 
-use crate::fused::{Node, ViewSpec};
+use super::{bias_add_loop, vector_along};
 use crate::schedule::{Kind, Step};
-use ir::BinaryOp;
 use std::collections::HashMap;
 
 /// A loop that only adds a vector broadcast along the last axis to a dot's
@@ -68,22 +67,8 @@ fn bias_add(
     writer: &HashMap<usize, usize>,
     outputs: &[usize],
 ) -> Option<(usize, usize, usize)> {
-    let Kind::Loop {
-        prog,
-        inputs,
-        out: sum,
-        len,
-        ..
-    } = &steps[i].kind
-    else {
-        return None;
-    };
-    let (load, view, m) = match prog.nodes.as_slice() {
-        [Node::Load(l), Node::View(v, m), Node::Binary(BinaryOp::Add, 0, 1)]
-        | [Node::View(v, m), Node::Load(l), Node::Binary(BinaryOp::Add, 0, 1)] => (*l, *v, m),
-        _ => return None,
-    };
-    let (d, b) = (inputs[load], inputs[view]);
+    let add = bias_add_loop(&steps[i].kind)?;
+    let (d, b) = (add.added, add.bias);
     let dot = *writer.get(&d)?;
     let Kind::Dot {
         rhs,
@@ -100,20 +85,11 @@ fn bias_add(
         || d == b
         || rhs_free == 0
         || shape.is_empty()
-        || *len != shape.iter().product::<usize>()
+        || add.len != shape.iter().product::<usize>()
         || reads.get(&d) != Some(&1)
         || outputs.contains(&d)
-        || prog.fault != 0.0
     {
         return None;
     }
-    let mut strides = vec![0isize; shape.len()];
-    strides[shape.len() - 1] = 1;
-    let per_last = ViewSpec {
-        shape: shape.clone(),
-        strides,
-        base: 0,
-    }
-    .merged();
-    (*m == per_last).then_some((dot, *sum, b))
+    (*add.view == vector_along(shape, shape.len() - 1)).then_some((dot, add.sum, b))
 }

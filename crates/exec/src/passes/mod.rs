@@ -21,3 +21,66 @@ pub(crate) use dedupe::dedupe_nodes;
 pub(crate) use dot_bias::fold_dot_bias;
 pub(crate) use ir::passes::inline_all_calls;
 pub(crate) use sibling_reductions::merge_sibling_reductions;
+
+use crate::fused::{Merged, Node, ViewSpec};
+use crate::schedule::{Kind, Step};
+use ir::BinaryOp;
+use std::collections::HashMap;
+
+/// How many steps read each buffer: a fold may only absorb a value read once.
+fn read_counts(steps: &[Step]) -> HashMap<usize, usize> {
+    let mut reads = HashMap::<usize, usize>::new();
+    for s in steps {
+        for r in s.kind.reads() {
+            *reads.entry(r).or_default() += 1;
+        }
+    }
+    reads
+}
+
+/// A loop whose whole program is `sum = added + view(bias)` and cannot fault:
+/// the bias add that `conv_bias` and `dot_bias` fold into their producer.
+struct BiasAdd<'a> {
+    added: usize,
+    bias: usize,
+    view: &'a Merged,
+    sum: usize,
+    len: usize,
+}
+
+fn bias_add_loop(kind: &Kind) -> Option<BiasAdd<'_>> {
+    let Kind::Loop {
+        prog,
+        inputs,
+        out,
+        len,
+        ..
+    } = kind
+    else {
+        return None;
+    };
+    let (load, view, m) = match prog.nodes.as_slice() {
+        [Node::Load(l), Node::View(v, m), Node::Binary(BinaryOp::Add, 0, 1)]
+        | [Node::View(v, m), Node::Load(l), Node::Binary(BinaryOp::Add, 0, 1)] => (*l, *v, m),
+        _ => return None,
+    };
+    (prog.fault == 0.0).then_some(BiasAdd {
+        added: inputs[load],
+        bias: inputs[view],
+        view: m,
+        sum: *out,
+        len: *len,
+    })
+}
+
+/// The view that broadcasts a vector along `axis` of `shape`.
+fn vector_along(shape: &[usize], axis: usize) -> Merged {
+    let mut strides = vec![0isize; shape.len()];
+    strides[axis] = 1;
+    ViewSpec {
+        shape: shape.to_vec(),
+        strides,
+        base: 0,
+    }
+    .merged()
+}
