@@ -500,6 +500,27 @@ fn run_step(
             let t = with1(slots, input, |x| fast::pad(x, v, low, interior, shape))?;
             slots[*out] = Some(Buf::F(t.data));
         }
+        Kind::Concat {
+            inputs,
+            dim,
+            out,
+            shape,
+        } => {
+            let outer: usize = shape[..*dim].iter().product();
+            let mut data = pool.get(shape.iter().product());
+            let mut at = 0;
+            for o in 0..outer {
+                for (s, sh) in inputs {
+                    let rows: usize = sh[*dim..].iter().product();
+                    let Some(Buf::F(d)) = slots[*s].as_ref() else {
+                        return Err(format!("internal: concatenate operand buffer {s} missing"));
+                    };
+                    data[at..at + rows].copy_from_slice(&d[o * rows..(o + 1) * rows]);
+                    at += rows;
+                }
+            }
+            slots[*out] = Some(Buf::F(data));
+        }
         Kind::Generic {
             module,
             operands,

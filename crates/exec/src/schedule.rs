@@ -113,6 +113,13 @@ pub(crate) enum Kind {
         out: usize,
         shape: Vec<usize>,
     },
+    /// `concatenate` along `dim`: the operands' rows copied in turn.
+    Concat {
+        inputs: Vec<(usize, Vec<usize>)>,
+        dim: usize,
+        out: usize,
+        shape: Vec<usize>,
+    },
     Generic {
         module: Module,
         operands: Vec<(usize, TensorType)>,
@@ -190,6 +197,7 @@ impl Kind {
                 init: i,
                 ..
             } => [vec![operand.0, source.0], init(i)].concat(),
+            Kind::Concat { inputs, .. } => inputs.iter().map(|i| i.0).collect(),
             Kind::Generic { operands, .. } => operands.iter().map(|o| o.0).collect(),
             Kind::While {
                 state, captured, ..
@@ -211,7 +219,8 @@ impl Kind {
             | Kind::ReduceFold { out, .. }
             | Kind::Window { out, .. }
             | Kind::Scatter { out, .. }
-            | Kind::Pad { out, .. } => vec![*out],
+            | Kind::Pad { out, .. }
+            | Kind::Concat { out, .. } => vec![*out],
             Kind::Reduce { outs, .. } => outs.iter().map(|o| o.slot).collect(),
             Kind::Generic { results, .. }
             | Kind::While { results, .. }

@@ -1,4 +1,5 @@
-//! Convolution, dot_general and pad: steps on den's fast kernels. A transposed
+//! Convolution, dot_general, pad and concatenate: steps on den's fast
+//! kernels and plain copies. A transposed
 //! convolution operand is read in place, its transpose moved into the
 //! dimension numbers.
 
@@ -140,6 +141,40 @@ impl Builder<'_> {
             shape: rshape,
         };
         self.push(op, "stablehlo.pad", 0, kind);
+        self.defs[out] = Def::Mat;
+        Some(true)
+    }
+
+    /// `concatenate` of float operands: each operand's rows copied into place
+    /// (no arithmetic, so every float type's values pass unchanged).
+    pub(super) fn concatenate(
+        &mut self,
+        op: &Op,
+        dim: i64,
+        tys: &[TensorType],
+        rty: TensorType,
+        rshape: Vec<usize>,
+    ) -> Option<bool> {
+        let rank = rshape.len();
+        if tys.is_empty()
+            || dim < 0
+            || dim as usize >= rank
+            || !tys.iter().all(|t| t.elem == rty.elem && t.elem.is_float())
+        {
+            return Some(false);
+        }
+        let mut inputs = Vec::with_capacity(op.operands.len());
+        for &v in &op.operands {
+            inputs.push(self.mat_operand(v)?);
+        }
+        let out = op.results[0].0.index();
+        let kind = Kind::Concat {
+            inputs,
+            dim: dim as usize,
+            out,
+            shape: rshape,
+        };
+        self.push(op, "stablehlo.concatenate", 0, kind);
         self.defs[out] = Def::Mat;
         Some(true)
     }

@@ -394,6 +394,10 @@ impl<'f> Builder<'f> {
             OpKind::SelectAndScatter(sa) => self.select_and_scatter(op, sa, &tys, rty, rshape),
             OpKind::AllReduce { .. } => self.all_reduce(op),
             OpKind::Pad { low, interior, .. } => self.pad(op, low, interior, &tys, rty, rshape),
+            OpKind::Slice { start, strides, .. } => {
+                self.slice(op, start, strides, &tys, rty, rshape)
+            }
+            OpKind::Concatenate { dim } => self.concatenate(op, *dim, &tys, rty, rshape),
             // The generic step: ops with no kernel run alone on den's
             // evaluator inside the plan (`Kind::Generic`), so a plan runs
             // every op the evaluator runs. Ops added to the evaluator without
@@ -401,8 +405,6 @@ impl<'f> Builder<'f> {
             // `Builder::new` declines functions with calls, `build` takes the
             // return.)
             OpKind::Iota { .. }
-            | OpKind::Slice { .. }
-            | OpKind::Concatenate { .. }
             | OpKind::Gather(_)
             | OpKind::Scatter(_)
             | OpKind::DynamicSlice { .. }

@@ -1,6 +1,6 @@
 //! Ops that move no data: a reshape shares its operand's slot, a
 //! single-replica all_reduce is the identity, and broadcast_in_dim,
-//! transpose and reverse are strided views read by their consumers.
+//! transpose, reverse and slice are strided views read by their consumers.
 
 use super::{fusable, shape_of, Builder, Def, Expr};
 use crate::fused::ViewSpec;
@@ -130,6 +130,43 @@ impl Builder<'_> {
         }))
     }
 
+    /// `slice`: a view starting at `start` with the strides scaled by the
+    /// slice's steps.
+    pub(super) fn slice(
+        &mut self,
+        op: &Op,
+        start: &[i64],
+        steps: &[i64],
+        tys: &[TensorType],
+        rty: TensorType,
+        rshape: Vec<usize>,
+    ) -> Option<bool> {
+        let rank = tys.first().map_or(0, |t| t.shape.len());
+        if tys.len() != 1
+            || !fusable(&tys[0])
+            || tys[0].elem != rty.elem
+            || start.len() != rank
+            || steps.len() != rank
+            || rshape.len() != rank
+            || start.iter().any(|&x| x < 0)
+            || steps.iter().any(|&x| x <= 0)
+        {
+            return Some(false);
+        }
+        Some(self.view_op(op, |spec| {
+            let mut s = spec.clone();
+            for d in 0..rank {
+                // An empty result reads nothing; its base may stay put.
+                if rshape[d] > 0 {
+                    s.base += start[d] as isize * s.strides[d];
+                }
+                s.strides[d] *= steps[d] as isize;
+            }
+            s.shape = rshape.clone();
+            s
+        }))
+    }
+
     /// Single-replica all_reduce is the identity: results share their operands' buffers.
     pub(super) fn all_reduce(&mut self, op: &Op) -> Option<bool> {
         let OpKind::AllReduce { replica_groups, .. } = &op.kind else {
@@ -149,7 +186,7 @@ impl Builder<'_> {
         Some(true)
     }
 
-    /// A transpose / reverse / broadcast: a view of the operand's slot (a
+    /// A transpose / reverse / broadcast / slice: a view of the operand's slot (a
     /// splat stays a splat).
     fn view_op(&mut self, op: &Op, f: impl FnOnce(&ViewSpec) -> ViewSpec) -> bool {
         let v = op.operands[0];

@@ -1,14 +1,14 @@
 //! Ops the plan compiler has no kernel for run as generic steps inside a
 //! compiled plan (den's evaluator on that op alone), and the plan's outputs
-//! are the evaluator's, bit for bit: iota, slice, concatenate, i1 add
-//! (the spec's or), integer dot_general and convolution, an integer reduce,
-//! mixed with fused f32 work around them and an f32 pad (a native step since
-//! the depthwise VJPs needed one; its `-0` padding value must survive).
+//! are the evaluator's, bit for bit: iota, integer slice and concatenate, i1
+//! add (the spec's or), integer dot_general and convolution, an integer
+//! reduce, mixed with fused f32 work around them and native f32 steps: a pad
+//! (its `-0` padding value must survive), a slice view and a concatenation.
 
 use den::{eval_func, EvalOptions, Tensor, Value};
 use exec::Plan;
 
-const MODULE: &str = "func.func public @main(%x: tensor<4xf32>, %b: tensor<4xi1>, %n: tensor<2x3xi8>) -> (tensor<6xf32>, tensor<4xi1>, tensor<2x2xi8>, tensor<i32>, tensor<1x1x2xi32>, tensor<4xf32>) {
+const MODULE: &str = "func.func public @main(%x: tensor<4xf32>, %b: tensor<4xi1>, %n: tensor<2x3xi8>) -> (tensor<6xf32>, tensor<4xi1>, tensor<2x2xi8>, tensor<i32>, tensor<1x1x2xi32>, tensor<4xf32>, tensor<2x6xi32>, tensor<2x2xi32>) {
   %io = stablehlo.iota dim = 0 : tensor<4xf32>
   %s = stablehlo.add %x, %io : tensor<4xf32>
   %e = stablehlo.exponential %s : tensor<4xf32>
@@ -26,7 +26,9 @@ const MODULE: &str = "func.func public @main(%x: tensor<4xf32>, %b: tensor<4xi1>
   %k = stablehlo.constant dense<[[[1, -1, 2, 0, 0]]]> : tensor<1x1x5xi32>
   %cv = stablehlo.convolution(%l, %k) dim_numbers = [b, f, 0]x[o, i, 0]->[b, f, 0], window = {stride = [1], pad = [[0, 0]], lhs_dilate = [1], rhs_dilate = [1]} {batch_group_count = 1 : i64, feature_group_count = 1 : i64} : (tensor<1x1x6xi32>, tensor<1x1x5xi32>) -> tensor<1x1x2xi32>
   %h = stablehlo.multiply %p, %p : tensor<4xf32>
-  return %c, %o, %d, %r, %cv, %h : tensor<6xf32>, tensor<4xi1>, tensor<2x2xi8>, tensor<i32>, tensor<1x1x2xi32>, tensor<4xf32>
+  %ci = stablehlo.concatenate %w, %w, dim = 1 : (tensor<2x3xi32>, tensor<2x3xi32>) -> tensor<2x6xi32>
+  %si = stablehlo.slice %w [0:2, 1:3] : (tensor<2x3xi32>) -> tensor<2x2xi32>
+  return %c, %o, %d, %r, %cv, %h, %ci, %si : tensor<6xf32>, tensor<4xi1>, tensor<2x2xi8>, tensor<i32>, tensor<1x1x2xi32>, tensor<4xf32>, tensor<2x6xi32>, tensor<2x2xi32>
 }
 ";
 
@@ -71,10 +73,12 @@ fn ops_without_kernels_run_as_generic_steps_and_agree_bit_for_bit() {
         assert!(listing.contains(op), "no {op} step:\n{listing}");
     }
     assert!(listing.contains("fused"), "{listing}");
-    assert!(
-        listing.contains("stablehlo.pad") && !listing.contains("generic(stablehlo.pad)"),
-        "the f32 pad is not a native step:\n{listing}"
-    );
+    for op in ["pad", "concatenate"] {
+        let native = listing
+            .lines()
+            .any(|l| l.contains(&format!(" stablehlo.{op} ")));
+        assert!(native, "the f32 {op} is not a native step:\n{listing}");
+    }
     let got = plan.run(inputs()).unwrap();
     let opts = EvalOptions {
         fast: false,
@@ -98,4 +102,9 @@ fn ops_without_kernels_run_as_generic_steps_and_agree_bit_for_bit() {
     // [100, -7, 3, 127, -128, 1] ⋆ [1, -1, 2, 0, 0]: 100 + 7 + 6 = 113;
     // -7 - 3 + 254 = 244.
     assert_eq!(ints(&got[4]), vec![113, 244]);
+    assert_eq!(
+        ints(&got[6]),
+        vec![100, -7, 3, 100, -7, 3, 127, -128, 1, 127, -128, 1]
+    );
+    assert_eq!(ints(&got[7]), vec![-7, 3, -128, 1]);
 }

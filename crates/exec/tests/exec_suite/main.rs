@@ -1,5 +1,6 @@
 //! exec's integration tests in one binary: plan-vs-evaluator agreement, pooling
-//! kernels, structured control flow, all-reduce and the memory limit.
+//! kernels, slice views and concatenation, structured control flow,
+//! all-reduce and the memory limit.
 //!
 //! One binary per crate instead of one per file: each file below is a module,
 //! so its tests are named `FILE::TEST` (`cargo test -p exec --test exec_suite
@@ -13,4 +14,5 @@ mod dot_layouts;
 mod generic_step;
 mod memory_limit;
 mod pool_kernels;
+mod slice_concat;
 mod structured;
