@@ -22,6 +22,9 @@ const PAR_GEMM: usize = 1 << 15;
 /// and the other 69; in 16-multiples it is 112 and 85.
 const ROW_ALIGN: usize = 16;
 const COL_ALIGN: usize = 16;
+/// Fewest rows cut into blocks (else columns are cut): the rule of the
+/// 64-row alignment, kept so the same GEMMs split the same way round.
+const ROW_CUT_MIN: usize = 128;
 
 /// A strided `rows × cols` matrix view of a slice: element `(r, c)` is
 /// `data[r * row_stride + c * col_stride]`.
@@ -176,7 +179,7 @@ type Range = (usize, usize);
 
 /// The row and column blocks of an `m × k × n` GEMM on `threads` threads:
 /// one block below [`PAR_GEMM`]; else rows cut into `ROW_ALIGN`-multiples when
-/// there are at least 128 of them (each block packs all of B, which is cheap next
+/// there are at least [`ROW_CUT_MIN`] of them (each block packs all of B, which is cheap next
 /// to its share of the product), else columns into `COL_ALIGN`-multiples.
 fn split(m: usize, k: usize, n: usize, threads: usize) -> (Vec<Range>, Vec<Range>) {
     let whole = |len: usize| vec![(0, len)];
@@ -189,7 +192,7 @@ fn split(m: usize, k: usize, n: usize, threads: usize) -> (Vec<Range>, Vec<Range
     };
     if threads < 2 || m * k + k * n < PAR_GEMM {
         (whole(m), whole(n))
-    } else if m >= 128 {
+    } else if m >= ROW_CUT_MIN {
         (cut(m, ROW_ALIGN), whole(n))
     } else if n >= 2 * COL_ALIGN {
         (whole(m), cut(n, COL_ALIGN))

@@ -7,6 +7,12 @@ use crate::fused::ViewSpec;
 use ir::{Op, OpKind, TensorType};
 use std::rc::Rc;
 
+/// One fusable operand of the result's element type: what every strided
+/// view (broadcast, transpose, reverse, slice) needs of its operand.
+fn one_viewable(tys: &[TensorType], rty: &TensorType) -> bool {
+    tys.len() == 1 && fusable(&tys[0]) && tys[0].elem == rty.elem
+}
+
 impl Builder<'_> {
     /// `reshape`: the result is the operand's slot (a splat stays a splat).
     pub(super) fn reshape(
@@ -42,7 +48,7 @@ impl Builder<'_> {
         rty: TensorType,
         rshape: Vec<usize>,
     ) -> Option<bool> {
-        if tys.len() != 1 || !fusable(&tys[0]) || tys[0].elem != rty.elem {
+        if !one_viewable(tys, &rty) {
             return Some(false);
         }
         let s = shape_of(&tys[0]);
@@ -79,9 +85,7 @@ impl Builder<'_> {
     ) -> Option<bool> {
         let rank = tys.first().map_or(0, |t| t.shape.len());
         let mut seen = vec![false; rank];
-        let ok = tys.len() == 1
-            && fusable(&tys[0])
-            && tys[0].elem == rty.elem
+        let ok = one_viewable(tys, &rty)
             && permutation.len() == rank
             && permutation.iter().all(|&p| {
                 p >= 0 && (p as usize) < rank && !std::mem::replace(&mut seen[p as usize], true)
@@ -110,11 +114,7 @@ impl Builder<'_> {
         rty: TensorType,
     ) -> Option<bool> {
         let rank = tys.first().map_or(0, |t| t.shape.len());
-        if tys.len() != 1
-            || !fusable(&tys[0])
-            || tys[0].elem != rty.elem
-            || rd.iter().any(|&d| d < 0 || d as usize >= rank)
-        {
+        if !one_viewable(tys, &rty) || rd.iter().any(|&d| d < 0 || d as usize >= rank) {
             return Some(false);
         }
         Some(self.view_op(op, |spec| {
@@ -142,9 +142,7 @@ impl Builder<'_> {
         rshape: Vec<usize>,
     ) -> Option<bool> {
         let rank = tys.first().map_or(0, |t| t.shape.len());
-        if tys.len() != 1
-            || !fusable(&tys[0])
-            || tys[0].elem != rty.elem
+        if !one_viewable(tys, &rty)
             || start.len() != rank
             || steps.len() != rank
             || rshape.len() != rank
