@@ -5,8 +5,9 @@
 //!
 //! `cargo run --release -p exec --example step_bench -- [--batch 32,128]
 //! [--reps N] [--no-generic] [--serial] [--net NAME] [--optimizer sgd|nesterov|adamw]
-//! [--steps N] [--in-order] [--list] [--eval]` (`--eval`: the net's eval
-//! forward instead of its train step; `--steps N` also lists the N slowest
+//! [--steps N] [--in-order] [--list] [--eval] [--file F.mlir]` (`--eval`:
+//! the net's eval forward instead of its train step; `--file`: the `@main` of
+//! a StableHLO file instead of a net, on seeded inputs in [-0.5, 0.5); `--steps N` also lists the N slowest
 //! steps of the plan, or its first N in execution order; `--list` prints the
 //! schedule: every step with its slots and fused program)
 
@@ -52,6 +53,35 @@ fn step_inputs(sig: &StepSignature, seed: u64) -> Vec<Value<f32>> {
         .collect()
 }
 
+/// Seeded inputs of a file's function: floats in [-0.5, 0.5), integers 0.
+fn file_inputs(module: &ir::Module, func: &str, seed: u64) -> Vec<Value<f32>> {
+    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut next = move || {
+        s ^= s >> 12;
+        s ^= s << 25;
+        s ^= s >> 27;
+        ((s.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 40) as f32) / (1u64 << 24) as f32
+    };
+    let f = module
+        .funcs
+        .iter()
+        .find(|f| f.name == func)
+        .expect("--file: the module has a @main");
+    f.params
+        .iter()
+        .map(|p| {
+            let shape: Vec<usize> = p.ty.shape.iter().map(|&d| d as usize).collect();
+            let n: usize = shape.iter().product();
+            if p.ty.elem.is_float() {
+                let data = (0..n).map(|_| next() - 0.5).collect();
+                Value::Float(Tensor::new(shape, data), p.ty.elem)
+            } else {
+                Value::Int(Tensor::new(shape, vec![0; n]), p.ty.elem)
+            }
+        })
+        .collect()
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
     v[v.len() / 2]
@@ -81,23 +111,33 @@ fn main() {
     let steps_top: usize = opt_val("--steps").map_or(0, |n| n.parse().expect("--steps N"));
     let net = layers::net::by_name(&net_name).expect("a built-in net name");
 
+    let file = opt_val("--file");
+    let batches = if file.is_some() { vec![0] } else { batches };
     for b in batches {
-        let r = if eval {
-            render_eval_forward(&net, b).expect("render")
+        let (module, func, inputs) = if let Some(path) = &file {
+            let text = std::fs::read_to_string(path).expect("--file: a readable .mlir file");
+            let module = ir::parse::parse_module(&text, path).unwrap_or_else(|e| panic!("{e}"));
+            let inputs = file_inputs(&module, "main", 7);
+            println!("== {path} @main ==");
+            (module, "main".to_string(), inputs)
         } else {
-            render_step(&net, b, &StepOptions::new(opt)).expect("render")
+            let r = if eval {
+                render_eval_forward(&net, b).expect("render")
+            } else {
+                render_step(&net, b, &StepOptions::new(opt)).expect("render")
+            };
+            let what = if eval {
+                "eval forward".into()
+            } else {
+                format!("{} step", opt.name())
+            };
+            println!("== {net_name} {what}, batch {b} ==");
+            let inputs = step_inputs(&r.signature, 7);
+            (r.module, r.signature.func.clone(), inputs)
         };
-        let func = r.signature.func.clone();
-        let inputs = step_inputs(&r.signature, 7);
-        let what = if eval {
-            "eval forward".into()
-        } else {
-            format!("{} step", opt.name())
-        };
-        println!("== {net_name} {what}, batch {b} ==");
 
         let t = Instant::now();
-        let mut plan = Plan::compile(&r.module, &func).expect("compile");
+        let mut plan = Plan::compile(&module, &func).expect("compile");
         if list {
             for line in plan.listing() {
                 println!("{line}");
@@ -133,13 +173,13 @@ fn main() {
                 record_margins: false,
                 replicas: 1,
             };
-            eval_func(&r.module, &func, inputs.clone(), &opts).expect("eval");
+            eval_func(&module, &func, inputs.clone(), &opts).expect("eval");
             let n = reps.clamp(1, 3);
             let mut g = Vec::new();
             for _ in 0..n {
                 let x = inputs.clone();
                 let t = Instant::now();
-                eval_func(&r.module, &func, x, &opts).expect("eval");
+                eval_func(&module, &func, x, &opts).expect("eval");
                 g.push(t.elapsed().as_secs_f64() * 1e3);
             }
             let gm = median(g);

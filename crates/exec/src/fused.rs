@@ -368,7 +368,7 @@ impl Program {
                 }
                 #[cfg(target_arch = "x86_64")]
                 if avx2() {
-                    // SAFETY: the CPU has AVX2; forwarded contract, blocks disjoint.
+                    // SAFETY: the CPU has AVX2 and FMA; forwarded contract, blocks disjoint.
                     unsafe { self.write_block_avx2(inputs, out, lo, hi, regs, in_place) };
                     return;
                 }
@@ -416,12 +416,12 @@ impl Program {
         }
     }
 
-    /// [`Program::write_block`] compiled for AVX2.
+    /// [`Program::write_block`] compiled for AVX2 and FMA.
     ///
     /// # Safety
-    /// The CPU has AVX2; as [`Program::write_block`].
+    /// The CPU has AVX2 and FMA; as [`Program::write_block`].
     #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2")]
+    #[target_feature(enable = "avx2,fma")]
     unsafe fn write_block_avx2(
         &self,
         inputs: &[Input],
@@ -442,7 +442,7 @@ impl Program {
     /// # Safety
     /// The CPU has AVX-512F; as [`Program::write_block`].
     #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx512f")]
+    #[target_feature(enable = "avx512f,fma")]
     unsafe fn write_block_avx512(
         &self,
         inputs: &[Input],
@@ -461,7 +461,7 @@ impl Program {
     /// # Safety
     /// The CPU has AVX-512F.
     #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx512f")]
+    #[target_feature(enable = "avx512f,fma")]
     #[allow(clippy::too_many_arguments)]
     unsafe fn reduce_block_avx512(
         &self,
@@ -476,12 +476,12 @@ impl Program {
         self.reduce_block(inputs, map, values, accs, lo, hi, regs)
     }
 
-    /// [`Program::reduce_block`] compiled for AVX2.
+    /// [`Program::reduce_block`] compiled for AVX2 and FMA.
     ///
     /// # Safety
-    /// The CPU has AVX2.
+    /// The CPU has AVX2 and FMA.
     #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2")]
+    #[target_feature(enable = "avx2,fma")]
     #[allow(clippy::too_many_arguments)]
     unsafe fn reduce_block_avx2(
         &self,
@@ -550,7 +550,7 @@ impl Program {
                 }
                 #[cfg(target_arch = "x86_64")]
                 if avx2() {
-                    // SAFETY: the CPU has AVX2.
+                    // SAFETY: the CPU has AVX2 and FMA.
                     unsafe { self.reduce_block_avx2(inputs, map, values, accs, lo, hi, regs) };
                     return;
                 }
@@ -581,12 +581,14 @@ impl Program {
 }
 
 /// Whether the loops run in their AVX2 build, chosen at run time. The twin is
-/// the same code compiled for 256-bit vectors: IEEE operations without
-/// contraction into FMA, so its results are bit for bit the baseline's
+/// the same code compiled for 256-bit vectors: IEEE operations, never
+/// contracted into FMA except `vmath`'s explicit `mul_add`s (correctly
+/// rounded on every path), so its results are bit for bit the baseline's
 /// (measured on the cifar8 step: fused elementwise −27 %, reductions −14 %).
+/// FMA is required with AVX2: without it each `mul_add` would be a libm call.
 #[cfg(target_arch = "x86_64")]
 fn avx2() -> bool {
-    std::arch::is_x86_feature_detected!("avx2")
+    std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
 }
 
 /// Whether the loops run in their AVX-512F build (preferred to AVX2 when
@@ -597,6 +599,7 @@ fn avx512() -> bool {
     static ON: OnceLock<bool> = OnceLock::new();
     *ON.get_or_init(|| {
         std::arch::is_x86_feature_detected!("avx512f")
+            && std::arch::is_x86_feature_detected!("fma")
             && std::env::var_os("CERTGRAD_NO_AVX512").is_none_or(|v| v.is_empty())
     })
 }
