@@ -469,11 +469,12 @@ impl Program {
         map: &Merged,
         values: &[usize],
         accs: &mut [Vec<f32>],
+        stores: &[(usize, SendPtr)],
         lo: usize,
         hi: usize,
         regs: &mut [f32],
     ) {
-        self.reduce_block(inputs, map, values, accs, lo, hi, regs)
+        self.reduce_block(inputs, map, values, accs, stores, lo, hi, regs)
     }
 
     /// [`Program::reduce_block`] compiled for AVX2 and FMA.
@@ -489,11 +490,12 @@ impl Program {
         map: &Merged,
         values: &[usize],
         accs: &mut [Vec<f32>],
+        stores: &[(usize, SendPtr)],
         lo: usize,
         hi: usize,
         regs: &mut [f32],
     ) {
-        self.reduce_block(inputs, map, values, accs, lo, hi, regs)
+        self.reduce_block(inputs, map, values, accs, stores, lo, hi, regs)
     }
 
     /// Positions `lo..hi` of [`Program::reduce`], accumulated into `accs`.
@@ -505,6 +507,7 @@ impl Program {
         map: &Merged,
         values: &[usize],
         accs: &mut [Vec<f32>],
+        stores: &[(usize, SendPtr)],
         lo: usize,
         hi: usize,
         regs: &mut [f32],
@@ -514,6 +517,12 @@ impl Program {
         while s < hi {
             let n = CHUNK.min(hi - s);
             self.eval_chunk(inputs, s, n, regs, None);
+            for &(k, out) in stores {
+                // SAFETY: `out` holds `len` elements (`Program::reduce`) and
+                // blocks cover disjoint ranges of them.
+                let dst = unsafe { std::slice::from_raw_parts_mut(out.get().add(s), n) };
+                dst.copy_from_slice(&regs[k * CHUNK..k * CHUNK + n]);
+            }
             for (&k, acc) in values.iter().zip(accs.iter_mut()) {
                 // A plain load that is not the last node was read in place,
                 // not into its register.
@@ -530,31 +539,47 @@ impl Program {
     /// Adds the values of nodes `values` at positions `0..len` into `accs`
     /// (one per value) through `map` (a reduction: reduced dimensions have
     /// stride 0). Several values share one pass over the inputs; each is
-    /// summed in the same blocks and order as it would be alone.
+    /// summed in the same blocks and order as it would be alone. Each
+    /// `(node, buffer)` of `stores` also gets that node's value at every
+    /// position (a full-size output of the same pass).
+    #[allow(clippy::too_many_arguments)]
     pub fn reduce(
         &self,
         inputs: &[Input],
         map: &Merged,
         values: &[usize],
         accs: &mut [Vec<f32>],
+        stores: &mut [(usize, &mut [f32])],
         len: usize,
         parallel: bool,
     ) {
+        let stores: Vec<(usize, SendPtr)> = stores
+            .iter_mut()
+            .map(|(k, b)| {
+                assert!(b.len() >= len && *k < self.nodes.len(), "reduce store");
+                (*k, SendPtr(b.as_mut_ptr()))
+            })
+            .collect();
+        let stores = &stores[..];
         let block = |lo: usize, hi: usize, accs: &mut [Vec<f32>]| {
             self.with_scratch(|regs| {
                 #[cfg(target_arch = "x86_64")]
                 if avx512() {
                     // SAFETY: the CPU has AVX-512F.
-                    unsafe { self.reduce_block_avx512(inputs, map, values, accs, lo, hi, regs) };
+                    unsafe {
+                        self.reduce_block_avx512(inputs, map, values, accs, stores, lo, hi, regs)
+                    };
                     return;
                 }
                 #[cfg(target_arch = "x86_64")]
                 if avx2() {
                     // SAFETY: the CPU has AVX2 and FMA.
-                    unsafe { self.reduce_block_avx2(inputs, map, values, accs, lo, hi, regs) };
+                    unsafe {
+                        self.reduce_block_avx2(inputs, map, values, accs, stores, lo, hi, regs)
+                    };
                     return;
                 }
-                self.reduce_block(inputs, map, values, accs, lo, hi, regs)
+                self.reduce_block(inputs, map, values, accs, stores, lo, hi, regs)
             })
         };
         let blocks = split(len, parallel);

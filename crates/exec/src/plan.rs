@@ -202,10 +202,16 @@ impl Plan {
                         inputs,
                         len,
                         outs,
+                        stores,
                         ..
                     } => format!(
-                        "len {len} {inputs:?} -> {:?}: {:?}",
+                        "len {len} {inputs:?} -> {:?}{}: {:?}",
                         outs.iter().map(|o| (o.slot, o.node)).collect::<Vec<_>>(),
+                        if stores.is_empty() {
+                            String::new()
+                        } else {
+                            format!(" stores {stores:?}")
+                        },
                         prog.nodes
                     ),
                     k => format!("{:?} -> {:?}", k.reads(), k.writes()),
@@ -246,6 +252,26 @@ impl Plan {
                 )
             }
         }
+    }
+
+    /// Negative-control hook for tests (cargo feature `fault-injection`):
+    /// adds `delta` to the last value of the first fused reduction that has
+    /// elementwise ops, before it is summed (and stored, when the pass stores
+    /// it). Returns whether such a reduction exists.
+    #[cfg(feature = "fault-injection")]
+    pub fn perturb_first_fused_reduction_for_tests(&mut self, delta: f32) -> bool {
+        let Body::Compiled(c) = &mut self.body else {
+            return false;
+        };
+        for s in &mut c.steps {
+            if let Kind::Reduce { prog, .. } = &mut s.kind {
+                if prog.op_count() >= 1 {
+                    prog.fault = delta;
+                    return true;
+                }
+            }
+        }
+        false
     }
 
     /// Negative-control hook for tests (cargo feature `fault-injection`,

@@ -347,6 +347,7 @@ fn run_step(
             len,
             map,
             out_len,
+            stores,
         } => {
             let mut accs = Vec::with_capacity(outs.len());
             for o in outs {
@@ -355,12 +356,21 @@ fn run_step(
                 accs.push(acc);
             }
             let values: Vec<usize> = outs.iter().map(|o| o.node).collect();
+            let mut stored: Vec<Vec<f32>> = stores.iter().map(|_| pool.get(*len)).collect();
             {
                 let ins = loop_inputs(slots, inputs, None)?;
-                prog.reduce(&ins, map, &values, &mut accs, *len, parallel);
+                let mut into: Vec<(usize, &mut [f32])> = stores
+                    .iter()
+                    .zip(stored.iter_mut())
+                    .map(|(s, b)| (s.1, &mut b[..]))
+                    .collect();
+                prog.reduce(&ins, map, &values, &mut accs, &mut into, *len, parallel);
             }
             for (o, acc) in outs.iter().zip(accs) {
                 slots[o.slot] = Some(Buf::F(acc));
+            }
+            for (s, b) in stores.iter().zip(stored) {
+                slots[s.0] = Some(Buf::F(b));
             }
         }
         Kind::Conv {

@@ -56,6 +56,10 @@ pub(crate) enum Kind {
         len: usize,
         map: Merged,
         out_len: usize,
+        /// Full-size values the pass also writes, `(slot, node)`: an
+        /// operand that later ops read too, stored while it is summed
+        /// instead of computed again (softmax's `exp`).
+        stores: Vec<(usize, usize)>,
     },
     Conv {
         lhs: (usize, Vec<usize>),
@@ -221,7 +225,11 @@ impl Kind {
             | Kind::Scatter { out, .. }
             | Kind::Pad { out, .. }
             | Kind::Concat { out, .. } => vec![*out],
-            Kind::Reduce { outs, .. } => outs.iter().map(|o| o.slot).collect(),
+            Kind::Reduce { outs, stores, .. } => outs
+                .iter()
+                .map(|o| o.slot)
+                .chain(stores.iter().map(|s| s.0))
+                .collect(),
             Kind::Generic { results, .. }
             | Kind::While { results, .. }
             | Kind::Branch { results, .. } => results.clone(),

@@ -27,6 +27,21 @@ fn wide(e: ElemType) -> bool {
 }
 
 impl Builder<'_> {
+    /// The pending expression of `v` when a reduction should store it while
+    /// summing it: its top op is costly (softmax's `exp`) and another op, or
+    /// the function's result, reads it too. Inlined into each reader, it
+    /// would be computed again; materialised by its own loop, it would cost
+    /// a pass more.
+    fn shared_costly(&self, v: ir::ValueId) -> Option<std::rc::Rc<super::Expr>> {
+        let i = v.index();
+        match &self.defs[i] {
+            Def::Pending(e) if e.top_is_costly() && (self.uses[i] > 1 || self.is_output[i]) => {
+                Some(e.clone())
+            }
+            _ => None,
+        }
+    }
+
     /// `reduce` of one input: a fused reduction for add, else den's fold.
     pub(super) fn reduce(
         &mut self,
@@ -62,8 +77,12 @@ impl Builder<'_> {
         let out = op.results[0].0.index();
         let len: usize = s.iter().product();
         if kind == ReduceKind::Add {
-            let Some(e) = self.operand(op.operands[0], &s) else {
-                return Some(false);
+            let (e, store) = match self.shared_costly(op.operands[0]) {
+                Some(e) => (e, true),
+                None => match self.operand(op.operands[0], &s) {
+                    Some(e) => (e, false),
+                    None => return Some(false),
+                },
             };
             let ostr = den::tensor::row_major_strides(&rshape);
             let mut strides = vec![0isize; s.len()];
@@ -79,6 +98,13 @@ impl Builder<'_> {
             let (prog, inputs) = lower(&e);
             let flops = ((prog.op_count() + 1) * len) as u64;
             let node = prog.nodes.len() - 1;
+            let stores = if store {
+                let v = op.operands[0].index();
+                self.defs[v] = Def::Mat;
+                vec![(v, node)]
+            } else {
+                Vec::new()
+            };
             let kind = Kind::Reduce {
                 prog,
                 inputs,
@@ -90,6 +116,7 @@ impl Builder<'_> {
                 len,
                 map,
                 out_len: rshape.iter().product(),
+                stores,
             };
             self.push(op, "fused(reduce)", flops, kind);
         } else {

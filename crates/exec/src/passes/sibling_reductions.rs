@@ -35,6 +35,7 @@ fn merge_reductions(a: &Step, b: &Step) -> Option<Kind> {
             len: la,
             map: ma,
             out_len: na,
+            stores: sa,
         },
         Kind::Reduce {
             prog: pb,
@@ -43,12 +44,13 @@ fn merge_reductions(a: &Step, b: &Step) -> Option<Kind> {
             len: lb,
             map: mb,
             out_len: nb,
+            stores: sb,
         },
     ) = (&a.kind, &b.kind)
     else {
         return None;
     };
-    let written: Vec<usize> = oa.iter().map(|o| o.slot).collect();
+    let written = a.kind.writes();
     if la != lb
         || na != nb
         || ma != mb
@@ -78,9 +80,14 @@ fn merge_reductions(a: &Step, b: &Step) -> Option<Kind> {
         ..*o
     }));
     // What both recompute (batch norm's x̂ and ReLU mask) is computed once.
+    let mut stores = sa.clone();
+    stores.extend(sb.iter().map(|&(slot, node)| (slot, node + shift)));
     let (nodes, at) = dedupe_nodes(&nodes);
     for o in &mut outs {
         o.node = at[o.node];
+    }
+    for s in &mut stores {
+        s.1 = at[s.1];
     }
     Some(Kind::Reduce {
         prog: Program { nodes, fault: 0.0 },
@@ -89,5 +96,6 @@ fn merge_reductions(a: &Step, b: &Step) -> Option<Kind> {
         len: *la,
         map: ma.clone(),
         out_len: *na,
+        stores,
     })
 }

@@ -1,5 +1,5 @@
 //! exec's integration tests in one binary: plan-vs-evaluator agreement, pooling
-//! kernels, slice views and concatenation, structured control flow,
+//! kernels, reductions that store what they sum, slice views and concatenation, structured control flow,
 //! all-reduce and the memory limit.
 //!
 //! One binary per crate instead of one per file: each file below is a module,
@@ -14,5 +14,6 @@ mod dot_layouts;
 mod generic_step;
 mod memory_limit;
 mod pool_kernels;
+mod reduce_store;
 mod slice_concat;
 mod structured;

@@ -1,0 +1,75 @@
+//! A costly value that a reduction sums and later ops read too (softmax's
+//! `exp`) is stored by the reduction's own pass, not computed again by each
+//! reader: the plan lists the store, runs one pass fewer, and agrees with the
+//! generic evaluator on the row sums, the softmax and the stored value itself
+//! (returned as an output), whether the reduction stands alone or is merged
+//! with a sibling. A fault in that pass (its value shifted by 1e-3 before it
+//! is stored and summed) gives outputs of the same shapes that the
+//! comparison rejects.
+
+use super::agreement::{first_disagreement, generic, random_inputs};
+use den::eval_func;
+use exec::Plan;
+use ir::{Module, TensorType};
+
+const SOFTMAX: &str = "func.func public @main(%z: tensor<6x5x7xf32>) -> (tensor<6x5x7xf32>, tensor<6x5xf32>, tensor<6x5xf32>, tensor<6x5x7xf32>) {
+  %c = stablehlo.constant dense<1.250000e-01> : tensor<6x5x7xf32>
+  %s = stablehlo.multiply %z, %c : tensor<6x5x7xf32>
+  %e = stablehlo.exponential %s : tensor<6x5x7xf32>
+  %zero = stablehlo.constant dense<0.000000e+00> : tensor<f32>
+  %zz = stablehlo.multiply %z, %z : tensor<6x5x7xf32>
+  %sq = stablehlo.reduce(%zz init: %zero) applies stablehlo.add across dimensions = [2] : (tensor<6x5x7xf32>, tensor<f32>) -> tensor<6x5xf32>
+  %sum = stablehlo.reduce(%e init: %zero) applies stablehlo.add across dimensions = [2] : (tensor<6x5x7xf32>, tensor<f32>) -> tensor<6x5xf32>
+  %b = stablehlo.broadcast_in_dim %sum, dims = [0, 1] : (tensor<6x5xf32>) -> tensor<6x5x7xf32>
+  %p = stablehlo.divide %e, %b : tensor<6x5x7xf32>
+  return %p, %sum, %sq, %e : tensor<6x5x7xf32>, tensor<6x5xf32>, tensor<6x5xf32>, tensor<6x5x7xf32>
+}
+";
+
+fn module() -> Module {
+    let m = ir::parse::parse_module(SOFTMAX, "softmax.mlir").unwrap();
+    ir::verify_module(&m).unwrap();
+    m
+}
+
+fn inputs(m: &Module, seed: u64) -> Vec<den::Value<f32>> {
+    let params: Vec<TensorType> = m.funcs[0].params.iter().map(|p| p.ty.clone()).collect();
+    random_inputs(&params, seed)
+}
+
+/// The plan's disagreement with the generic evaluator, if any: `exp` is the
+/// libm value's rounding in both but for an ulp now and then, so 1e-6
+/// element-wise and norm-wise.
+fn check(plan: &mut Plan, m: &Module, seed: u64) -> Option<String> {
+    let got = plan.run(inputs(m, seed)).unwrap();
+    let want = eval_func::<f32>(m, "main", inputs(m, seed), &generic())
+        .unwrap()
+        .outputs;
+    first_disagreement(&got, &want, (1e-6, 1e-6))
+}
+
+#[test]
+fn a_summed_exp_read_again_is_stored_by_the_reduction() {
+    let m = module();
+    let mut plan = Plan::compile(&m, "main").unwrap();
+    let listing = plan.listing();
+    let reduces: Vec<&String> = listing.iter().filter(|l| l.contains("reduce")).collect();
+    // Both sums (Σe and the sibling Σz²) share one pass, which stores e.
+    assert_eq!(reduces.len(), 1, "{listing:#?}");
+    assert!(reduces[0].contains("stores"), "{listing:#?}");
+    let exps = listing.iter().filter(|l| l.contains("Exponential")).count();
+    assert_eq!(exps, 1, "exp computed in more than one step:\n{listing:#?}");
+    for seed in 1..4 {
+        assert_eq!(check(&mut plan, &m, seed), None, "seed {seed}");
+    }
+}
+
+#[test]
+fn a_fault_in_the_storing_pass_is_caught() {
+    let m = module();
+    let mut plan = Plan::compile(&m, "main").unwrap();
+    assert_eq!(check(&mut plan, &m, 1), None);
+    assert!(plan.perturb_first_fused_reduction_for_tests(1e-3));
+    let caught = check(&mut plan, &m, 1);
+    assert!(caught.is_some(), "the perturbed storing pass passed");
+}
