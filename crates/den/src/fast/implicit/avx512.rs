@@ -279,6 +279,73 @@ unsafe fn tile16_f32(
     }
 }
 
+/// Transposes a 16 × 16 block: row `i` of the block is the 16 floats at
+/// `src + i·src_stride` (output positions × features, the tile accumulators'
+/// layout), and column `c` is stored, plus `bias[c]` when given, as 16 floats
+/// at `dst + c·dst_stride` for the first `cols` columns (the output's
+/// `[feature][position]` layout). One IEEE add per element with `bias`, as
+/// the scalar path: the same bits.
+///
+/// # Safety
+/// The CPU has AVX-512F; the 16 source rows of 16 floats are readable, the
+/// first `cols` ≤ 16 destination rows of 16 floats writable, and `bias`
+/// (when given) holds at least `cols` values.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+pub(super) unsafe fn transpose16_f32(
+    src: *const f32,
+    src_stride: usize,
+    dst: *mut f32,
+    dst_stride: usize,
+    cols: usize,
+    bias: Option<&[f32]>,
+) {
+    // SAFETY: every load and store below is inside the block of the contract.
+    unsafe {
+        let r: [__m512; 16] = std::array::from_fn(|i| _mm512_loadu_ps(src.add(i * src_stride)));
+        // Within each 128-bit lane L: a[2k] = rows 2k, 2k+1 interleaved at
+        // columns 4L, 4L+1; a[2k+1] at columns 4L+2, 4L+3.
+        let a: [__m512; 16] = std::array::from_fn(|i| {
+            let (x, y) = (r[i & !1], r[i | 1]);
+            if i % 2 == 0 {
+                _mm512_unpacklo_ps(x, y)
+            } else {
+                _mm512_unpackhi_ps(x, y)
+            }
+        });
+        // b[4g + q], lane L: column 4L + q of rows 4g..4g+4.
+        let b: [__m512; 16] = std::array::from_fn(|i| {
+            let (g, q) = (i / 4, i % 4);
+            let x = _mm512_castps_pd(a[4 * g + q / 2]);
+            let y = _mm512_castps_pd(a[4 * g + q / 2 + 2]);
+            _mm512_castpd_ps(if q % 2 == 0 {
+                _mm512_unpacklo_pd(x, y)
+            } else {
+                _mm512_unpackhi_pd(x, y)
+            })
+        });
+        let mut col = [_mm512_setzero_ps(); 16];
+        for q in 0..4 {
+            // Lanes (0, 2) and (1, 3) of the four row groups gathered in turn.
+            let lo01 = _mm512_shuffle_f32x4::<0x88>(b[q], b[4 + q]);
+            let lo23 = _mm512_shuffle_f32x4::<0x88>(b[8 + q], b[12 + q]);
+            let hi01 = _mm512_shuffle_f32x4::<0xdd>(b[q], b[4 + q]);
+            let hi23 = _mm512_shuffle_f32x4::<0xdd>(b[8 + q], b[12 + q]);
+            col[q] = _mm512_shuffle_f32x4::<0x88>(lo01, lo23);
+            col[8 + q] = _mm512_shuffle_f32x4::<0xdd>(lo01, lo23);
+            col[4 + q] = _mm512_shuffle_f32x4::<0x88>(hi01, hi23);
+            col[12 + q] = _mm512_shuffle_f32x4::<0xdd>(hi01, hi23);
+        }
+        for (c, &v) in col.iter().enumerate().take(cols) {
+            let v = match bias {
+                Some(bias) => _mm512_add_ps(v, _mm512_set1_ps(bias[c])),
+                None => v,
+            };
+            _mm512_storeu_ps(dst.add(c * dst_stride), v);
+        }
+    }
+}
+
 #[cfg(all(test, target_arch = "x86_64"))]
 mod tests {
     use super::*;
