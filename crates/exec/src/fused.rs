@@ -115,6 +115,25 @@ impl Merged {
         }
     }
 
+    /// The one source offset that output positions `start..start + len` all
+    /// read, if they do (the chunk lies inside one run of stride 0).
+    #[inline(always)]
+    fn uniform_offset(&self, start: usize, len: usize) -> Option<usize> {
+        let Some(&(inner, stride)) = self.dims.last() else {
+            return Some(self.base as usize);
+        };
+        if (stride != 0 && len > 1) || start % inner + len > inner {
+            return None;
+        }
+        let mut rest = start;
+        let mut off = self.base;
+        for &(n, s) in self.dims.iter().rev() {
+            off += (rest % n) as isize * s;
+            rest /= n;
+        }
+        Some(off as usize)
+    }
+
     /// `dst[k] = src[offset of output position start + k]`.
     #[inline(always)]
     fn gather(&self, src: &[f32], start: usize, dst: &mut [f32]) {
@@ -271,6 +290,87 @@ impl Node {
     }
 }
 
+impl Node {
+    /// The nodes this one reads (none for loads, views and splats).
+    fn operands(&self) -> ([usize; 3], usize) {
+        match *self {
+            Node::Load(_) | Node::View(..) | Node::Splat(_) => ([0; 3], 0),
+            Node::Unary(_, a) | Node::Round(_, a) | Node::NotZero(a) => ([a, 0, 0], 1),
+            Node::Binary(_, a, c) | Node::Compare(_, _, a, c) => ([a, c, 0], 2),
+            Node::Select(a, b, c) | Node::Clamp(a, b, c) => ([a, b, c], 3),
+        }
+    }
+
+    /// The node's value at one position whose operands are `args` (in
+    /// [`Node::operands`] order), by the very functions the chunk loops use.
+    fn at_one(&self, args: &[f32]) -> f32 {
+        let mut out = [0f32];
+        match *self {
+            Node::Unary(u, _) => unary(u, &args[..1], &mut out),
+            Node::Binary(b, ..) => binary(b, (&args[..1], &args[1..2]), &mut out),
+            Node::Compare(d, total, ..) => compare(d, total, (&args[..1], &args[1..2]), &mut out),
+            Node::Select(..) => out[0] = choose(args[0] == 0.0, args[1], args[2]),
+            Node::Clamp(..) => out[0] = min_f32(max_f32(args[1], args[0]), args[2]),
+            Node::Round(e, _) => out[0] = args[0].round_to(e),
+            Node::NotZero(_) => out[0] = (args[0] != 0.0) as u8 as f32,
+            Node::Load(_) | Node::View(..) | Node::Splat(_) => {
+                unreachable!("a node without operands is never evaluated at one position")
+            }
+        }
+        out[0]
+    }
+}
+
+/// A node's value over the current chunk when it is one number: a splat, a
+/// broadcast whose chunk lies in one stride-0 run (batch norm's per-channel
+/// statistics over a 1024-position plane), or an op of such values. It is
+/// written to the node's register only when a consumer needs a slice.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Uniform {
+    /// Not uniform: the value is in the register (or the input, for a load).
+    No,
+    /// Uniform, register not written.
+    Lazy(f32),
+    /// Uniform, and the register holds it too.
+    Filled(f32),
+}
+
+impl Uniform {
+    fn value(self) -> Option<f32> {
+        match self {
+            Uniform::No => None,
+            Uniform::Lazy(v) | Uniform::Filled(v) => Some(v),
+        }
+    }
+}
+
+/// `Some((lhs is the uniform one, its value))` when exactly one of two
+/// operands is uniform.
+fn one_uniform_of(a: Uniform, c: Uniform) -> Option<(bool, f32)> {
+    match (a.value(), c.value()) {
+        (Some(v), None) => Some((true, v)),
+        (None, Some(v)) => Some((false, v)),
+        _ => None,
+    }
+}
+
+/// A thread's register file: `CHUNK` floats per node, and each node's
+/// [`Uniform`] state for the chunk being evaluated.
+pub(crate) struct Regs {
+    data: Vec<f32>,
+    uniform: Vec<Uniform>,
+}
+
+impl Regs {
+    /// Writes node `k`'s uniform value into its register if it is not there.
+    fn materialise(&mut self, k: usize, len: usize) {
+        if let Uniform::Lazy(v) = self.uniform[k] {
+            self.data[k * CHUNK..k * CHUNK + len].fill(v);
+            self.uniform[k] = Uniform::Filled(v);
+        }
+    }
+}
+
 impl Program {
     /// Nodes that compute (not loads or splats): the elementwise ops fused.
     pub fn op_count(&self) -> usize {
@@ -298,13 +398,57 @@ impl Program {
         inputs: &[Input],
         start: usize,
         len: usize,
-        regs: &mut [f32],
+        regs: &mut Regs,
         mut dst: Option<&mut [f32]>,
         loads_in_place: bool,
     ) -> usize {
         let last = self.nodes.len() - 1;
+        let Regs { data, uniform } = regs;
         for (j, node) in self.nodes.iter().enumerate() {
-            let (lo, hi) = regs.split_at_mut(j * CHUNK);
+            let (lo, hi) = data.split_at_mut(j * CHUNK);
+            let (ulo, uhi) = uniform.split_at_mut(j);
+            uhi[0] = Uniform::No;
+            // A node whose operands are all uniform over the chunk is one
+            // value, computed once by the same function on one element.
+            let (operands, n_operands) = node.operands();
+            let operands = &operands[..n_operands];
+            if !operands.is_empty() && operands.iter().all(|&k| ulo[k].value().is_some()) {
+                let mut args = [0f32; 3];
+                for (a, &k) in args.iter_mut().zip(operands) {
+                    *a = ulo[k].value().expect("checked uniform");
+                }
+                uhi[0] = Uniform::Lazy(node.at_one(&args[..operands.len()]));
+                continue;
+            }
+            match node {
+                Node::Splat(x) => {
+                    uhi[0] = Uniform::Lazy(*x);
+                    continue;
+                }
+                Node::View(k, m) => {
+                    if let Some(off) = m.uniform_offset(start, len) {
+                        uhi[0] = Uniform::Lazy(inputs[*k].whole()[off]);
+                        continue;
+                    }
+                }
+                _ => {}
+            }
+            // A binary op or comparison with one uniform operand reads it as
+            // a scalar; every other use of a uniform operand fills its register.
+            let one_uniform = match node {
+                Node::Binary(_, a, c) | Node::Compare(_, _, a, c) => {
+                    one_uniform_of(ulo[*a], ulo[*c])
+                }
+                _ => None,
+            };
+            if one_uniform.is_none() {
+                for &k in operands {
+                    if let Uniform::Lazy(v) = ulo[k] {
+                        lo[k * CHUNK..k * CHUNK + len].fill(v);
+                        ulo[k] = Uniform::Filled(v);
+                    }
+                }
+            }
             // The value node writes straight into `dst` when given one.
             let out = match dst.as_deref_mut() {
                 Some(d) if j == last => &mut d[..len],
@@ -316,41 +460,57 @@ impl Program {
                 Node::Load(i) => inputs[i].slice(start, len),
                 _ => &lo[k * CHUNK..k * CHUNK + len],
             };
-            match node {
+            match (node, one_uniform) {
+                (Node::Binary(b, _, c), Some((true, v))) => binary(*b, (v, r(*c)), out),
+                (Node::Binary(b, a, _), Some((false, v))) => binary(*b, (r(*a), v), out),
+                (Node::Compare(d, total, _, c), Some((true, v))) => {
+                    compare(*d, *total, (v, r(*c)), out)
+                }
+                (Node::Compare(d, total, a, _), Some((false, v))) => {
+                    compare(*d, *total, (r(*a), v), out)
+                }
                 // Only the value node needs its load in a register.
-                Node::Load(k) if j == last && !loads_in_place => inputs[*k].read(start, out),
-                Node::Load(_) => {}
-                Node::View(k, m) => m.gather(inputs[*k].whole(), start, out),
-                Node::Splat(x) => out.fill(*x),
-                Node::Unary(u, a) => unary(*u, r(*a), out),
-                Node::Binary(b, a, c) => binary(*b, r(*a), r(*c), out),
-                Node::Compare(d, total, a, c) => compare(*d, *total, r(*a), r(*c), out),
-                Node::Select(p, t, f) => {
+                (Node::Load(k), _) if j == last && !loads_in_place => inputs[*k].read(start, out),
+                (Node::Load(_), _) => {}
+                (Node::View(k, m), _) => m.gather(inputs[*k].whole(), start, out),
+                (Node::Splat(x), _) => out.fill(*x),
+                (Node::Unary(u, a), _) => unary(*u, r(*a), out),
+                (Node::Binary(b, a, c), _) => binary(*b, (r(*a), r(*c)), out),
+                (Node::Compare(d, total, a, c), _) => compare(*d, *total, (r(*a), r(*c)), out),
+                (Node::Select(p, t, f), _) => {
                     for (((o, &p), &t), &f) in out.iter_mut().zip(r(*p)).zip(r(*t)).zip(r(*f)) {
                         *o = choose(p == 0.0, t, f);
                     }
                 }
-                Node::Clamp(l, x, h) => {
+                (Node::Clamp(l, x, h), _) => {
                     for (((o, &l), &x), &h) in out.iter_mut().zip(r(*l)).zip(r(*x)).zip(r(*h)) {
                         *o = min_f32(max_f32(x, l), h);
                     }
                 }
-                Node::Round(e, a) => {
+                (Node::Round(e, a), _) => {
                     for (o, &x) in out.iter_mut().zip(r(*a)) {
                         *o = x.round_to(*e);
                     }
                 }
-                Node::NotZero(a) => {
+                (Node::NotZero(a), _) => {
                     for (o, &x) in out.iter_mut().zip(r(*a)) {
                         *o = (x != 0.0) as u8 as f32;
                     }
                 }
             }
         }
+        // A uniform value node is written out whole.
+        if let Uniform::Lazy(v) = uniform[last] {
+            match dst.as_deref_mut() {
+                Some(d) => d[..len].fill(v),
+                None => data[last * CHUNK..last * CHUNK + len].fill(v),
+            }
+            uniform[last] = Uniform::Filled(v);
+        }
         if self.fault != 0.0 {
             let value = match dst {
                 Some(d) => &mut d[..len],
-                None => &mut regs[last * CHUNK..last * CHUNK + len],
+                None => &mut data[last * CHUNK..last * CHUNK + len],
             };
             for x in value {
                 *x += self.fault;
@@ -367,31 +527,36 @@ impl Program {
         &self,
         k: usize,
         inputs: &'r [Input],
-        regs: &'r [f32],
+        regs: &'r Regs,
         s: usize,
         n: usize,
         loads_in_place: bool,
     ) -> &'r [f32] {
         match self.nodes[k] {
             Node::Load(i) if loads_in_place || k != self.nodes.len() - 1 => inputs[i].slice(s, n),
-            _ => &regs[k * CHUNK..k * CHUNK + n],
+            _ => &regs.data[k * CHUNK..k * CHUNK + n],
         }
     }
 
     /// Runs `f` with this thread's register file, grown to fit the program.
     /// Kept per thread: allocating (and zeroing) it per loop costs a memset
     /// of the whole file every call, and registers are written before read.
-    fn with_scratch<R>(&self, f: impl FnOnce(&mut [f32]) -> R) -> R {
+    fn with_scratch<R>(&self, f: impl FnOnce(&mut Regs) -> R) -> R {
         thread_local! {
-            static REGS: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
+            static REGS: std::cell::RefCell<Regs> = const {
+                std::cell::RefCell::new(Regs { data: Vec::new(), uniform: Vec::new() })
+            };
         }
-        let need = self.nodes.len() * CHUNK;
+        let nodes = self.nodes.len();
         REGS.with(|r| {
             let mut regs = r.borrow_mut();
-            if regs.len() < need {
-                regs.resize(need, 0.0);
+            if regs.data.len() < nodes * CHUNK {
+                regs.data.resize(nodes * CHUNK, 0.0);
             }
-            f(&mut regs[..need])
+            if regs.uniform.len() < nodes {
+                regs.uniform.resize(nodes, Uniform::No);
+            }
+            f(&mut regs)
         })
     }
 
@@ -447,7 +612,7 @@ impl Program {
         out: SendPtr,
         lo: usize,
         hi: usize,
-        regs: &mut [f32],
+        regs: &mut Regs,
         in_place: bool,
     ) {
         let mut s = lo;
@@ -460,7 +625,7 @@ impl Program {
                 // An input shares the output's buffer: finish reading it
                 // before the value is written.
                 let v = self.eval_chunk(inputs, s, n, regs, None, false);
-                dst.copy_from_slice(&regs[v * CHUNK..v * CHUNK + n]);
+                dst.copy_from_slice(&regs.data[v * CHUNK..v * CHUNK + n]);
             } else {
                 self.eval_chunk(inputs, s, n, regs, Some(dst), false);
             }
@@ -480,7 +645,7 @@ impl Program {
         out: SendPtr,
         lo: usize,
         hi: usize,
-        regs: &mut [f32],
+        regs: &mut Regs,
         in_place: bool,
     ) {
         // SAFETY: forwarded contract.
@@ -501,7 +666,7 @@ impl Program {
         out: SendPtr,
         lo: usize,
         hi: usize,
-        regs: &mut [f32],
+        regs: &mut Regs,
         in_place: bool,
     ) {
         // SAFETY: forwarded contract.
@@ -524,7 +689,7 @@ impl Program {
         stores: &[(usize, SendPtr)],
         lo: usize,
         hi: usize,
-        regs: &mut [f32],
+        regs: &mut Regs,
     ) {
         self.reduce_block(inputs, map, values, accs, stores, lo, hi, regs)
     }
@@ -545,7 +710,7 @@ impl Program {
         stores: &[(usize, SendPtr)],
         lo: usize,
         hi: usize,
-        regs: &mut [f32],
+        regs: &mut Regs,
     ) {
         self.reduce_block(inputs, map, values, accs, stores, lo, hi, regs)
     }
@@ -562,7 +727,7 @@ impl Program {
         stores: &[(usize, SendPtr)],
         lo: usize,
         hi: usize,
-        regs: &mut [f32],
+        regs: &mut Regs,
     ) {
         // Plain loads are read where they are, never copied into a register
         // (a reduction of a convolution's output alone, such as batch norm's
@@ -573,6 +738,9 @@ impl Program {
         while s < hi {
             let n = CHUNK.min(hi - s);
             self.eval_chunk(inputs, s, n, regs, None, in_place);
+            for &k in values.iter().chain(stores.iter().map(|(k, _)| k)) {
+                regs.materialise(k, n);
+            }
             for &(k, out) in stores {
                 // SAFETY: `out` holds `len` elements (`Program::reduce`) and
                 // blocks cover disjoint ranges of them.
@@ -788,11 +956,37 @@ fn map1(x: &[f32], out: &mut [f32], f: impl Fn(&f32) -> f32) {
     }
 }
 
-/// `out[i] = f(x[i], y[i])`, monomorphised per op.
-#[inline(always)]
-fn map2(x: &[f32], y: &[f32], out: &mut [f32], f: impl Fn(f32, f32) -> f32) {
-    for ((o, &a), &c) in out.iter_mut().zip(x).zip(y) {
-        *o = f(a, c);
+/// The two operands of a binary op over a chunk: two slices, or one slice
+/// and a uniform value (a scalar in the loop instead of a filled register).
+trait Map2: Copy {
+    /// `out[i] = f(x[i], y[i])`, monomorphised per op and operand form.
+    fn map(self, out: &mut [f32], f: impl Fn(f32, f32) -> f32);
+}
+
+impl Map2 for (&[f32], &[f32]) {
+    #[inline(always)]
+    fn map(self, out: &mut [f32], f: impl Fn(f32, f32) -> f32) {
+        for ((o, &a), &c) in out.iter_mut().zip(self.0).zip(self.1) {
+            *o = f(a, c);
+        }
+    }
+}
+
+impl Map2 for (f32, &[f32]) {
+    #[inline(always)]
+    fn map(self, out: &mut [f32], f: impl Fn(f32, f32) -> f32) {
+        for (o, &c) in out.iter_mut().zip(self.1) {
+            *o = f(self.0, c);
+        }
+    }
+}
+
+impl Map2 for (&[f32], f32) {
+    #[inline(always)]
+    fn map(self, out: &mut [f32], f: impl Fn(f32, f32) -> f32) {
+        for (o, &a) in out.iter_mut().zip(self.0) {
+            *o = f(a, self.1);
+        }
     }
 }
 
@@ -859,22 +1053,20 @@ pub(crate) fn fusable_binary(b: BinaryOp) -> bool {
 }
 
 #[inline(always)]
-fn binary(b: BinaryOp, x: &[f32], y: &[f32], out: &mut [f32]) {
+fn binary(b: BinaryOp, xy: impl Map2, out: &mut [f32]) {
     match b {
-        BinaryOp::Add => map2(x, y, out, |a, c| a + c),
-        BinaryOp::Subtract => map2(x, y, out, |a, c| a - c),
-        BinaryOp::Multiply => map2(x, y, out, |a, c| a * c),
-        BinaryOp::Divide => map2(x, y, out, |a, c| a / c),
-        BinaryOp::Maximum => map2(x, y, out, max_f32),
-        BinaryOp::Minimum => map2(x, y, out, min_f32),
-        BinaryOp::Remainder => map2(x, y, out, |a, c| Scalar::rem(&a, &c)),
-        BinaryOp::Power => map2(x, y, out, |a, c| Scalar::pow(&a, &c).unwrap_or(f32::NAN)),
+        BinaryOp::Add => xy.map(out, |a, c| a + c),
+        BinaryOp::Subtract => xy.map(out, |a, c| a - c),
+        BinaryOp::Multiply => xy.map(out, |a, c| a * c),
+        BinaryOp::Divide => xy.map(out, |a, c| a / c),
+        BinaryOp::Maximum => xy.map(out, max_f32),
+        BinaryOp::Minimum => xy.map(out, min_f32),
+        BinaryOp::Remainder => xy.map(out, |a, c| Scalar::rem(&a, &c)),
+        BinaryOp::Power => xy.map(out, |a, c| Scalar::pow(&a, &c).unwrap_or(f32::NAN)),
         // Issue 21.
-        BinaryOp::Atan2 => map2(x, y, out, |a, c| Scalar::atan2(&a, &c).unwrap_or(f32::NAN)),
-        BinaryOp::Polygamma => map2(x, y, out, |a, c| {
-            Scalar::polygamma(&a, &c).unwrap_or(f32::NAN)
-        }),
-        BinaryOp::Zeta => map2(x, y, out, |a, c| Scalar::zeta(&a, &c).unwrap_or(f32::NAN)),
+        BinaryOp::Atan2 => xy.map(out, |a, c| Scalar::atan2(&a, &c).unwrap_or(f32::NAN)),
+        BinaryOp::Polygamma => xy.map(out, |a, c| Scalar::polygamma(&a, &c).unwrap_or(f32::NAN)),
+        BinaryOp::Zeta => xy.map(out, |a, c| Scalar::zeta(&a, &c).unwrap_or(f32::NAN)),
         // Rejected when the plan is compiled (integers only, or not fused).
         BinaryOp::And
         | BinaryOp::Or
@@ -888,11 +1080,11 @@ fn binary(b: BinaryOp, x: &[f32], y: &[f32], out: &mut [f32]) {
 }
 
 #[inline(always)]
-fn compare(d: CompareDirection, total: bool, x: &[f32], y: &[f32], out: &mut [f32]) {
+fn compare(d: CompareDirection, total: bool, xy: impl Map2, out: &mut [f32]) {
     use std::cmp::Ordering;
     if total {
-        for ((o, a), c) in out.iter_mut().zip(x).zip(y) {
-            let ord = a.total_cmp(c);
+        xy.map(out, |a, c| {
+            let ord = a.total_cmp(&c);
             let holds = match d {
                 CompareDirection::Eq => ord == Ordering::Equal,
                 CompareDirection::Ne => ord != Ordering::Equal,
@@ -901,17 +1093,17 @@ fn compare(d: CompareDirection, total: bool, x: &[f32], y: &[f32], out: &mut [f3
                 CompareDirection::Le => ord != Ordering::Greater,
                 CompareDirection::Lt => ord == Ordering::Less,
             };
-            *o = holds as u8 as f32;
-        }
+            holds as u8 as f32
+        });
         return;
     }
     match d {
-        CompareDirection::Eq => map2(x, y, out, |a, c| (a == c) as u8 as f32),
-        CompareDirection::Ne => map2(x, y, out, |a, c| (a != c) as u8 as f32),
-        CompareDirection::Ge => map2(x, y, out, |a, c| (a >= c) as u8 as f32),
-        CompareDirection::Gt => map2(x, y, out, |a, c| (a > c) as u8 as f32),
-        CompareDirection::Le => map2(x, y, out, |a, c| (a <= c) as u8 as f32),
-        CompareDirection::Lt => map2(x, y, out, |a, c| (a < c) as u8 as f32),
+        CompareDirection::Eq => xy.map(out, |a, c| (a == c) as u8 as f32),
+        CompareDirection::Ne => xy.map(out, |a, c| (a != c) as u8 as f32),
+        CompareDirection::Ge => xy.map(out, |a, c| (a >= c) as u8 as f32),
+        CompareDirection::Gt => xy.map(out, |a, c| (a > c) as u8 as f32),
+        CompareDirection::Le => xy.map(out, |a, c| (a <= c) as u8 as f32),
+        CompareDirection::Lt => xy.map(out, |a, c| (a < c) as u8 as f32),
     }
 }
 

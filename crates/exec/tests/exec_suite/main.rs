@@ -17,3 +17,4 @@ mod pool_kernels;
 mod reduce_store;
 mod slice_concat;
 mod structured;
+mod uniform_operands;
