@@ -394,8 +394,9 @@ impl PlaneCopier {
     }
 
     /// Fills `x` as `[examples][stride_chans][plane]` with the padded planes of
-    /// `examples × chans` (`chans.len() ≤ stride_chans`); each plane is cleared
-    /// first (the buffer is scratch), so the padding reads zeros.
+    /// `examples × chans` (`chans.len() ≤ stride_chans`); everything between
+    /// the copied rows is zeroed (the buffer is scratch), so the padding
+    /// reads zeros.
     fn fill<U: FastFloat>(
         &self,
         lhs: &[U],
@@ -408,14 +409,19 @@ impl PlaneCopier {
             for (ci, c) in chans.clone().enumerate() {
                 let src = &lhs[b * self.strides[0] + c * self.strides[1]..][..self.in_plane];
                 let dst = &mut x[(bi * stride_chans + ci) * self.plane..][..self.plane];
-                dst.fill(U::ZERO);
+                // Rows land at increasing offsets; only the gaps between
+                // them (the padding) are zeroed, not the whole plane first.
+                let mut done = 0;
                 for (&at, row) in self
                     .row_at
                     .iter()
                     .zip(src.chunks_exact(self.row_len.max(1)))
                 {
+                    dst[done..at].fill(U::ZERO);
                     dst[at..at + self.row_len].copy_from_slice(row);
+                    done = at + self.row_len;
                 }
+                dst[done..].fill(U::ZERO);
             }
         }
     }
