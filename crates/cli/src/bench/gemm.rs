@@ -1,6 +1,7 @@
-//! `certgrad bench gemm`: this machine's single-precision GEMM peak
-//! (matrixmultiply sgemm on n×n×n, split over rayon's threads as the fast
-//! kernels split it), the limit a step's GFLOP/s is read against.
+//! `certgrad bench gemm`: this machine's single-precision GEMM peak (the
+//! GEMM every fast kernel runs — den's AVX-512 kernel where the CPU has it,
+//! else matrixmultiply's sgemm — on n×n×n, on rayon's threads as the fast
+//! kernels run it), the limit a step's GFLOP/s is read against.
 
 use super::{median, GemmArgs};
 use anyhow::{bail, Result};
@@ -55,7 +56,7 @@ pub(super) fn bench_gemm(a: &GemmArgs) -> Result<()> {
         return Ok(());
     }
     println!(
-        "sgemm {n}³ (matrixmultiply, {thread_note}): best {:.1} GFLOP/s, median {:.1} GFLOP/s over {} runs",
+        "sgemm {n}³ (den's GEMM, {thread_note}): best {:.1} GFLOP/s, median {:.1} GFLOP/s over {} runs",
         sorted[sorted.len() - 1],
         median(&sorted),
         a.reps

@@ -22,7 +22,7 @@ pub enum BenchWhat {
     /// Time a net's rendered train step: W warm-up steps, then N timed steps
     /// (each step's θ, m, v fed back into the next, as the trainer does).
     Step(StepArgs),
-    /// Measure the single-precision GEMM peak (matrixmultiply sgemm, n×n×n, on rayon's threads).
+    /// Measure the single-precision GEMM peak (den's GEMM — its AVX-512 kernel, else matrixmultiply's sgemm — n×n×n, on rayon's threads).
     Gemm(GemmArgs),
 }
 

@@ -1,7 +1,8 @@
 //! The element types the fast kernels run on: [`FastFloat`], implemented for
 //! `f32` (real f32 numerics) and `f64` (the real-number proxy and the parts of
 //! a `Dual<f64>`), with the one operation that differs beyond arithmetic — the
-//! GEMM (`matrixmultiply::sgemm` / `dgemm`).
+//! GEMM (`matrixmultiply::sgemm` / `dgemm`; f32 on AVX-512 bypasses it,
+//! see `gemm.rs`).
 
 use std::fmt::Debug;
 use std::ops::{Add, AddAssign, Mul};

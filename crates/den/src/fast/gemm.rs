@@ -1,16 +1,22 @@
-//! The one place that calls the GEMM (`matrixmultiply::sgemm`/`dgemm` through
-//! [`FastFloat`]): a bounds-checked wrapper over strided row/column views of
-//! slices, and the one place a GEMM is split over threads. matrixmultiply is
-//! built without its own thread pool (its `threading` feature spun the
-//! calling thread in `sched_yield` while its helper thread, competing with
-//! rayon's workers for the same cores, lagged: ~30 % of the main thread's
-//! samples on a ViT forward); a large GEMM is cut here into row (or column)
-//! blocks run on rayon's threads. Every element of C is the same sum in the
-//! same order whichever block computes it (matrixmultiply's k-blocking does
-//! not depend on m or n), so the split changes no bit.
+//! The one place that runs a GEMM: a bounds-checked wrapper over strided
+//! row/column views of slices. f32 on a CPU with AVX-512 runs den's own
+//! kernel (`avx512.rs`: packed 12 × 32 tiles, its own task split, each
+//! element one fused multiply-add chain in k order); everything else (f64,
+//! and f32 without AVX-512) runs `matrixmultiply::sgemm`/`dgemm` through
+//! [`FastFloat`], split here over threads. matrixmultiply is built without
+//! its own thread pool (its `threading` feature spun the calling thread in
+//! `sched_yield` while its helper thread, competing with rayon's workers for
+//! the same cores, lagged: ~30 % of the main thread's samples on a ViT
+//! forward); a large GEMM is cut here into row (or column) blocks run on
+//! rayon's threads. Either way every element of C is the same sum in the
+//! same order whichever block or thread computes it (matrixmultiply's
+//! k-blocking does not depend on m or n), so the split changes no bit.
 
 use super::float::FastFloat;
 use rayon::prelude::*;
+
+#[cfg(target_arch = "x86_64")]
+mod avx512;
 
 /// Least `m·k + k·n` split over two threads: matrixmultiply's own threading
 /// heuristic (2¹⁴ per thread), kept so the same GEMMs go parallel as before.
@@ -125,6 +131,18 @@ fn gemm<T: FastFloat>(
         }
         return;
     }
+    #[cfg(target_arch = "x86_64")]
+    if let (Some(a32), Some(b32), Some(c32), true) = (
+        as_f32(a),
+        as_f32(b),
+        super::implicit::same_type_mut::<T, f32>(c),
+        avx512::available(),
+    ) {
+        let bias =
+            bias.map(|b| super::implicit::same_type::<T, f32>(b).expect("bias has C's type"));
+        avx512::sgemm(a32, b32, c32, c_row_stride, accumulate, bias);
+        return;
+    }
     let beta = if accumulate { T::ONE } else { T::ZERO };
     let (rows, cols) = split(m, k, n, rayon::current_num_threads());
     let (ap, bp, cp) = (
@@ -172,6 +190,17 @@ fn gemm<T: FastFloat>(
         (_, 1) => rows.into_par_iter().for_each(|r| block(r, (0, n))),
         _ => cols.into_par_iter().for_each(|c| block((0, m), c)),
     }
+}
+
+/// `m` as an f32 view when `T` is f32.
+fn as_f32<'a, T: FastFloat>(m: MatRef<'a, T>) -> Option<MatRef<'a, f32>> {
+    Some(MatRef {
+        data: super::implicit::same_type::<T, f32>(m.data)?,
+        rows: m.rows,
+        cols: m.cols,
+        row_stride: m.row_stride,
+        col_stride: m.col_stride,
+    })
 }
 
 /// A half-open block `lo..hi` of rows or columns.
@@ -226,7 +255,7 @@ pub fn sgemm_row_major(a: &[f32], b: &[f32], c: &mut [f32], m: usize, k: usize, 
 
 #[cfg(test)]
 mod tests {
-    use super::{matmul, matmul_add, split, MatRef};
+    use super::{matmul, matmul_add, matmul_bias, split, MatRef};
     use crate::fast::float::FastFloat;
 
     /// Deterministic values in [-0.5, 0.5).
@@ -239,18 +268,73 @@ mod tests {
             .collect()
     }
 
-    /// The split GEMM (on a 3-thread pool, so rows and columns are cut) is
-    /// bit for bit one unsplit matrixmultiply call and within f32 rounding of
-    /// the f64 triple loop: odd sizes on both sides of the threshold, row
-    /// splits and column splits, transposed operands (column-major views),
-    /// a C row stride wider than n, overwrite and accumulate.
+    #[cfg(target_arch = "x86_64")]
+    fn avx512() -> bool {
+        super::avx512::available()
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    fn avx512() -> bool {
+        false
+    }
+
+    /// How A or B is laid out in memory: row-major, column-major (a
+    /// transposed operand), or every other element of a row-major buffer
+    /// twice as wide (neither stride 1).
+    #[derive(Clone, Copy, Debug)]
+    enum Layout {
+        Rows,
+        Cols,
+        Strided,
+    }
+
+    /// A `rows × cols` view of `data` (filled for the layout's extent).
+    fn view(data: &[f32], rows: usize, cols: usize, layout: Layout) -> MatRef<'_, f32> {
+        let (row_stride, col_stride) = match layout {
+            Layout::Rows => (cols, 1),
+            Layout::Cols => (1, rows),
+            Layout::Strided => (2 * cols, 2),
+        };
+        MatRef {
+            data,
+            rows,
+            cols,
+            row_stride,
+            col_stride,
+        }
+    }
+
+    fn at(v: &MatRef<'_, f32>, r: usize, c: usize) -> f32 {
+        v.data[r * v.row_stride + c * v.col_stride]
+    }
+
+    /// What the AVX-512 GEMM promises, element by element: one fused
+    /// multiply-add chain over k in order, from zero (from C's value when
+    /// accumulating), then `+ bias`.
+    fn fma_chain(a: &MatRef<'_, f32>, b: &MatRef<'_, f32>, i: usize, j: usize, start: f32) -> f32 {
+        (0..a.cols).fold(start, |s, p| at(a, i, p).mul_add(at(b, p, j), s))
+    }
+
+    /// The GEMM on a 3-thread pool (tasks split by rows, by column panels,
+    /// or not at all) is bit for bit the same GEMM on one thread, and within
+    /// f32 rounding of the f64 triple loop; with AVX-512 each element is
+    /// exactly the scalar fused multiply-add chain (plus the bias), else
+    /// matrixmultiply's unsplit call. Odd sizes on both sides of the
+    /// thresholds, tiles past m and n, reductions over several k blocks,
+    /// every operand layout (A read in place, packed from rows, from columns
+    /// or strided; B copied, transposed in registers or gathered), a C row
+    /// stride wider than n (its extra columns untouched), overwrite,
+    /// accumulate and bias.
     #[test]
     fn split_gemm_is_the_unsplit_gemm_bit_for_bit() {
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(3)
-            .build()
-            .unwrap();
-        // (m, k, n): small (one block), rows cut, columns cut (m < 128).
+        let pool = |n| {
+            rayon::ThreadPoolBuilder::new()
+                .num_threads(n)
+                .build()
+                .unwrap()
+        };
+        let (three, one) = (pool(3), pool(1));
+        // (m, k, n): small (one task), rows cut, panels cut (m < 128),
+        // k over two and three blocks, one and many panels.
         let cases = [
             (7, 5, 9),
             (1576, 48, 73),
@@ -258,97 +342,94 @@ mod tests {
             (97, 257, 333),
             (40, 700, 101),
             (197, 197, 64),
+            (197, 64, 197),
+            (25, 3, 16),
         ];
+        let layouts = [Layout::Rows, Layout::Cols, Layout::Strided];
         for (case, &(m, k, n)) in cases.iter().enumerate() {
             let (rows, cols) = split(m, k, n, 3);
-            if case > 0 {
+            if (1..6).contains(&case) {
                 assert!(rows.len() * cols.len() > 1, "{m}×{k}×{n} was not split");
             }
-            for (ta, tb, accumulate) in [
-                (false, false, false),
-                (true, false, true),
-                (false, true, false),
-                (true, true, true),
-            ] {
-                let ad = fill(m * k, 1 + case as u32);
-                let bd = fill(k * n, 7 + case as u32);
-                let a = if ta {
-                    MatRef {
-                        data: &ad,
-                        rows: m,
-                        cols: k,
-                        row_stride: 1,
-                        col_stride: m,
-                    }
-                } else {
-                    MatRef::row_major(&ad, m, k)
-                };
-                let b = if tb {
-                    MatRef {
-                        data: &bd,
-                        rows: k,
-                        cols: n,
-                        row_stride: 1,
-                        col_stride: k,
-                    }
-                } else {
-                    MatRef::row_major(&bd, k, n)
-                };
+            for (variant, (la, lb)) in layouts
+                .iter()
+                .flat_map(|&la| layouts.iter().map(move |&lb| (la, lb)))
+                .enumerate()
+            {
+                // 0: overwrite, 1: accumulate, 2: bias.
+                let mode = (variant + case) % 3;
+                let ad = fill(2 * m * k, 1 + case as u32);
+                let bd = fill(2 * k * n, 7 + case as u32);
+                let (a, b) = (view(&ad, m, k, la), view(&bd, k, n, lb));
+                let bias = fill(n, 13);
                 let rsc = n + 3;
                 let c0 = fill(m * rsc, 99);
-                let mut got = c0.clone();
-                pool.install(|| {
-                    if accumulate {
-                        matmul_add(a, b, &mut got, rsc)
-                    } else {
-                        matmul(a, b, &mut got, rsc)
-                    }
-                });
-                let mut want = c0.clone();
-                // SAFETY: the same views as above, in bounds; `want` is separate.
-                unsafe {
-                    <f32 as crate::fast::float::Sealed>::gemm_raw(
-                        m,
-                        k,
-                        n,
-                        a.data.as_ptr(),
-                        a.row_stride as isize,
-                        a.col_stride as isize,
-                        b.data.as_ptr(),
-                        b.row_stride as isize,
-                        b.col_stride as isize,
-                        if accumulate { f32::ONE } else { f32::ZERO },
-                        want.as_mut_ptr(),
-                        rsc as isize,
-                    )
+                let run = |pool: &rayon::ThreadPool| {
+                    let mut c = c0.clone();
+                    pool.install(|| match mode {
+                        0 => matmul(a, b, &mut c, rsc),
+                        1 => matmul_add(a, b, &mut c, rsc),
+                        _ => matmul_bias(a, b, &mut c, rsc, &bias),
+                    });
+                    c
                 };
+                let (got, single) = (run(&three), run(&one));
+                let mut want = c0.clone();
+                if !avx512() {
+                    // SAFETY: the same views as above, in bounds; `want` is separate.
+                    unsafe {
+                        <f32 as crate::fast::float::Sealed>::gemm_raw(
+                            m,
+                            k,
+                            n,
+                            a.data.as_ptr(),
+                            a.row_stride as isize,
+                            a.col_stride as isize,
+                            b.data.as_ptr(),
+                            b.row_stride as isize,
+                            b.col_stride as isize,
+                            if mode == 1 { f32::ONE } else { f32::ZERO },
+                            want.as_mut_ptr(),
+                            rsc as isize,
+                        )
+                    };
+                    if mode == 2 {
+                        for i in 0..m {
+                            for j in 0..n {
+                                want[i * rsc + j] += bias[j];
+                            }
+                        }
+                    }
+                } else {
+                    for i in 0..m {
+                        for j in 0..n {
+                            let start = if mode == 1 { c0[i * rsc + j] } else { 0.0 };
+                            let chain = fma_chain(&a, &b, i, j, start);
+                            want[i * rsc + j] = if mode == 2 { chain + bias[j] } else { chain };
+                        }
+                    }
+                }
                 for i in 0..m {
                     for j in 0..rsc {
-                        let (g, w) = (got[i * rsc + j], want[i * rsc + j]);
-                        assert_eq!(
-                            g.to_bits(),
-                            w.to_bits(),
-                            "{m}×{k}×{n} ({ta},{tb}) C[{i},{j}]: {g} vs {w}"
-                        );
+                        let (g, s, w) = (got[i * rsc + j], single[i * rsc + j], want[i * rsc + j]);
+                        let what = format!("{m}×{k}×{n} ({la:?},{lb:?}) mode {mode} C[{i},{j}]");
+                        assert_eq!(g.to_bits(), s.to_bits(), "{what}: 3 threads {g} vs 1 {s}");
+                        assert_eq!(g.to_bits(), w.to_bits(), "{what}: {g} vs reference {w}");
                         let exact: f64 = if j >= n {
                             c0[i * rsc + j] as f64
                         } else {
-                            let base = if accumulate {
-                                c0[i * rsc + j] as f64
-                            } else {
-                                0.0
+                            let base = match mode {
+                                1 => c0[i * rsc + j] as f64,
+                                2 => bias[j] as f64,
+                                _ => 0.0,
                             };
                             base + (0..k)
-                                .map(|p| {
-                                    let x = if ta { ad[p * m + i] } else { ad[i * k + p] };
-                                    let y = if tb { bd[j * k + p] } else { bd[p * n + j] };
-                                    x as f64 * y as f64
-                                })
+                                .map(|p| at(&a, i, p) as f64 * at(&b, p, j) as f64)
                                 .sum::<f64>()
                         };
                         assert!(
                             (g as f64 - exact).abs() <= 1e-5 * (1.0 + (k as f64).sqrt()),
-                            "{g} vs {exact}"
+                            "{what}: {g} vs {exact}"
                         );
                     }
                 }

@@ -33,7 +33,7 @@ use rayon::prelude::*;
 use super::float::FastFloat;
 use crate::tensor::row_major_strides;
 
-mod avx512;
+pub(crate) mod avx512;
 
 /// One ungrouped convolution: input `[batch][in_features][in_spatial…]`, kernel
 /// `[out_features][in_features][kernel_spatial…]` (window reversal already
@@ -100,13 +100,13 @@ impl TileFloat for f64 {
 
 /// `s` as a slice of `U` when `T` is `U` (the kernels are written for the two
 /// concrete [`FastFloat`]s; this is the bridge from the generic callers).
-fn same_type<T: 'static, U: 'static>(s: &[T]) -> Option<&[U]> {
+pub(crate) fn same_type<T: 'static, U: 'static>(s: &[T]) -> Option<&[U]> {
     (TypeId::of::<T>() == TypeId::of::<U>())
         // SAFETY: T and U are the same type, so the slice is reinterpreted as itself.
         .then(|| unsafe { std::slice::from_raw_parts(s.as_ptr().cast::<U>(), s.len()) })
 }
 
-fn same_type_mut<T: 'static, U: 'static>(s: &mut [T]) -> Option<&mut [U]> {
+pub(crate) fn same_type_mut<T: 'static, U: 'static>(s: &mut [T]) -> Option<&mut [U]> {
     (TypeId::of::<T>() == TypeId::of::<U>())
         // SAFETY: as in `same_type`; the borrow is moved into the result.
         .then(|| unsafe { std::slice::from_raw_parts_mut(s.as_mut_ptr().cast::<U>(), s.len()) })
@@ -117,14 +117,25 @@ fn same_type_mut<T: 'static, U: 'static>(s: &mut [T]) -> Option<&mut [U]> {
 /// live here rather than in fresh allocations: a new multi-megabyte buffer per
 /// call costs its pages again every step (page faults and zeroing measured at
 /// ~1,400 faults per batch-32 cifar8 step before this).
-fn with_scratch<U: FastFloat, R>(len: usize, f: impl FnOnce(&mut [U]) -> R) -> R {
+pub(crate) fn with_scratch<U: FastFloat, R>(len: usize, f: impl FnOnce(&mut [U]) -> R) -> R {
     thread_local! {
         static SCRATCH: std::cell::RefCell<Vec<Vec<u64>>> = const { std::cell::RefCell::new(Vec::new()) };
     }
     let words = (len * std::mem::size_of::<U>()).div_ceil(8);
-    let mut buf = SCRATCH.with(|s| s.borrow_mut().pop()).unwrap_or_default();
+    // The smallest cached buffer that fits, else the largest, replaced by a
+    // fresh one: nested calls of different sizes (the GEMM's packed B, then
+    // its packed A) would otherwise trade buffers and grow them in turn,
+    // copying and paging each time (~5 % of a ViT forward).
+    let mut buf = SCRATCH.with(|s| {
+        let mut s = s.borrow_mut();
+        let fits = (0..s.len())
+            .filter(|&i| s[i].len() >= words)
+            .min_by_key(|&i| s[i].len());
+        let pick = fits.or_else(|| (0..s.len()).max_by_key(|&i| s[i].len()));
+        pick.map(|i| s.swap_remove(i)).unwrap_or_default()
+    });
     if buf.len() < words {
-        buf.resize(words, 0);
+        buf = vec![0; words];
     }
     // SAFETY: `buf` holds at least `len` U's (u64 alignment covers f32 and f64);
     // every bit pattern is a valid float.

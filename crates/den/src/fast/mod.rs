@@ -4,9 +4,10 @@
 //! scalar, only faster; property tests check that (`tests/den_suite/fast_agreement.rs`
 //! for f32, `tests/den_suite/fast_f64.rs` for f64 and dual numbers).
 //!
-//! Convolution and dot_general run on `matrixmultiply`'s sgemm/dgemm
-//! (convolution via im2col or shifted GEMMs, parallel over examples with rayon),
-//! so their accumulation order differs from the generic path: per output
+//! dot_general and the GEMM forms of convolution run on den's AVX-512 f32
+//! GEMM where the CPU has it, else on `matrixmultiply`'s sgemm/dgemm; the
+//! other convolutions on implicit-GEMM tiles (parallel over examples with
+//! rayon), so their accumulation order differs from the generic path: per output
 //! element the difference stays within `n · eps · Σ|terms|` for `n` accumulated
 //! terms. Max/min reductions and selections are exact; sums follow row-major
 //! order except for long contiguous runs, which use partial sums.

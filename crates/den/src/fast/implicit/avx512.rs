@@ -318,39 +318,7 @@ pub(super) unsafe fn transpose16_f32(
     // SAFETY: every load and store below is inside the block of the contract.
     unsafe {
         let r: [__m512; 16] = std::array::from_fn(|i| _mm512_loadu_ps(src.add(i * src_stride)));
-        // Within each 128-bit lane L: a[2k] = rows 2k, 2k+1 interleaved at
-        // columns 4L, 4L+1; a[2k+1] at columns 4L+2, 4L+3.
-        let a: [__m512; 16] = std::array::from_fn(|i| {
-            let (x, y) = (r[i & !1], r[i | 1]);
-            if i % 2 == 0 {
-                _mm512_unpacklo_ps(x, y)
-            } else {
-                _mm512_unpackhi_ps(x, y)
-            }
-        });
-        // b[4g + q], lane L: column 4L + q of rows 4g..4g+4.
-        let b: [__m512; 16] = std::array::from_fn(|i| {
-            let (g, q) = (i / 4, i % 4);
-            let x = _mm512_castps_pd(a[4 * g + q / 2]);
-            let y = _mm512_castps_pd(a[4 * g + q / 2 + 2]);
-            _mm512_castpd_ps(if q % 2 == 0 {
-                _mm512_unpacklo_pd(x, y)
-            } else {
-                _mm512_unpackhi_pd(x, y)
-            })
-        });
-        let mut col = [_mm512_setzero_ps(); 16];
-        for q in 0..4 {
-            // Lanes (0, 2) and (1, 3) of the four row groups gathered in turn.
-            let lo01 = _mm512_shuffle_f32x4::<0x88>(b[q], b[4 + q]);
-            let lo23 = _mm512_shuffle_f32x4::<0x88>(b[8 + q], b[12 + q]);
-            let hi01 = _mm512_shuffle_f32x4::<0xdd>(b[q], b[4 + q]);
-            let hi23 = _mm512_shuffle_f32x4::<0xdd>(b[8 + q], b[12 + q]);
-            col[q] = _mm512_shuffle_f32x4::<0x88>(lo01, lo23);
-            col[8 + q] = _mm512_shuffle_f32x4::<0xdd>(lo01, lo23);
-            col[4 + q] = _mm512_shuffle_f32x4::<0x88>(hi01, hi23);
-            col[12 + q] = _mm512_shuffle_f32x4::<0xdd>(hi01, hi23);
-        }
+        let col = transpose16_regs(r);
         for (c, &v) in col.iter().enumerate().take(cols) {
             let v = match bias {
                 Some(bias) => _mm512_add_ps(v, _mm512_set1_ps(bias[c])),
@@ -359,6 +327,51 @@ pub(super) unsafe fn transpose16_f32(
             _mm512_storeu_ps(dst.add(c * dst_stride), v);
         }
     }
+}
+
+/// The 16 × 16 transpose of the rows `r` in registers: lane `i` of result
+/// `c` is lane `c` of `r[i]`.
+///
+/// # Safety
+/// The CPU has AVX-512F.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+#[inline]
+pub(crate) unsafe fn transpose16_regs(r: [__m512; 16]) -> [__m512; 16] {
+    // Within each 128-bit lane L: a[2k] = rows 2k, 2k+1 interleaved at
+    // columns 4L, 4L+1; a[2k+1] at columns 4L+2, 4L+3.
+    let a: [__m512; 16] = std::array::from_fn(|i| {
+        let (x, y) = (r[i & !1], r[i | 1]);
+        if i % 2 == 0 {
+            _mm512_unpacklo_ps(x, y)
+        } else {
+            _mm512_unpackhi_ps(x, y)
+        }
+    });
+    // b[4g + q], lane L: column 4L + q of rows 4g..4g+4.
+    let b: [__m512; 16] = std::array::from_fn(|i| {
+        let (g, q) = (i / 4, i % 4);
+        let x = _mm512_castps_pd(a[4 * g + q / 2]);
+        let y = _mm512_castps_pd(a[4 * g + q / 2 + 2]);
+        _mm512_castpd_ps(if q % 2 == 0 {
+            _mm512_unpacklo_pd(x, y)
+        } else {
+            _mm512_unpackhi_pd(x, y)
+        })
+    });
+    let mut col = [_mm512_setzero_ps(); 16];
+    for q in 0..4 {
+        // Lanes (0, 2) and (1, 3) of the four row groups gathered in turn.
+        let lo01 = _mm512_shuffle_f32x4::<0x88>(b[q], b[4 + q]);
+        let lo23 = _mm512_shuffle_f32x4::<0x88>(b[8 + q], b[12 + q]);
+        let hi01 = _mm512_shuffle_f32x4::<0xdd>(b[q], b[4 + q]);
+        let hi23 = _mm512_shuffle_f32x4::<0xdd>(b[8 + q], b[12 + q]);
+        col[q] = _mm512_shuffle_f32x4::<0x88>(lo01, lo23);
+        col[8 + q] = _mm512_shuffle_f32x4::<0xdd>(lo01, lo23);
+        col[4 + q] = _mm512_shuffle_f32x4::<0x88>(hi01, hi23);
+        col[12 + q] = _mm512_shuffle_f32x4::<0xdd>(hi01, hi23);
+    }
+    col
 }
 
 #[cfg(all(test, target_arch = "x86_64"))]
