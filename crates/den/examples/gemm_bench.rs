@@ -294,6 +294,58 @@ fn vit_dots() {
     }
 }
 
+/// The ResNet stem's max-pool at batch 8 (3×3, stride 2, padding 1 on
+/// `[8, 64, 112, 112]`) and its backward.
+fn stem_pool() {
+    if !selected("stem pool") {
+        return;
+    }
+    let x = filled(&[8, 64, 112, 112], 9);
+    let s = filled(&[8, 64, 56, 56], 10);
+    let window = ir::WindowAttrs {
+        window_dimensions: vec![1, 1, 3, 3],
+        window_strides: vec![1, 1, 2, 2],
+        padding: vec![(0, 0), (0, 0), (1, 1), (1, 1)],
+        base_dilations: vec![1; 4],
+        window_dilations: vec![1; 4],
+    };
+    let scatter = ir::ScatterWindowAttrs {
+        window_dimensions: window.window_dimensions.clone(),
+        window_strides: window.window_strides.clone(),
+        padding: window.padding.clone(),
+    };
+    let outputs = (8 * 64 * 56 * 56) as f64;
+    let secs = time_runs(9, || {
+        std::hint::black_box(fast::reduce_window(
+            &x,
+            f32::NEG_INFINITY,
+            fast::ReduceKind::Max,
+            &window,
+            &[8, 64, 56, 56],
+        ));
+    });
+    report(
+        "stem pool reduce_window (GFLOP = 9 per output)",
+        9.0 * outputs,
+        secs,
+    );
+    let secs = time_runs(9, || {
+        std::hint::black_box(fast::select_and_scatter(
+            &x,
+            &s,
+            0.0,
+            ir::CompareDirection::Ge,
+            &scatter,
+            &x.shape,
+        ));
+    });
+    report(
+        "stem pool select_and_scatter (9 per source)",
+        9.0 * outputs,
+        secs,
+    );
+}
+
 /// Times one convolution; returns (median, best) seconds.
 fn conv(
     name: &str,
@@ -435,6 +487,7 @@ fn main() {
     raw_sgemm(1024);
     dot_general(512);
     vit_dots();
+    stem_pool();
     step_convolutions();
 
     // CIFAR-like layer: batch 128, 16 → 16 channels, 32×32, 3×3, pad 1.

@@ -478,8 +478,9 @@ fn run_step(
             ..
         } => {
             let init = init_value(slots, *init)?;
+            let buffer = pool.get(shape.iter().product());
             let t = with1(slots, input, |x| {
-                fast::reduce_window(x, init, *kind, attrs, shape)
+                fast::reduce_window_into(x, init, *kind, attrs, shape, buffer)
             })?;
             slots[*out] = Some(Buf::F(t.data));
         }
@@ -493,8 +494,9 @@ fn run_step(
             ..
         } => {
             let init = init_value(slots, *init)?;
+            let buffer = pool.get(operand.1.iter().product());
             let t = with2(slots, operand, source, |x, s| {
-                fast::select_and_scatter(x, s, init, *select, attrs, &x.shape)
+                fast::select_and_scatter_into(x, s, init, *select, attrs, &x.shape, buffer)
             })?;
             slots[*out] = Some(Buf::F(t.data));
         }

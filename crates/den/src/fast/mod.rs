@@ -158,7 +158,21 @@ pub fn reduce_window<T: FastFloat>(
     attrs: &ir::WindowAttrs,
     out_shape: &[usize],
 ) -> Tensor<T> {
-    reduce::reduce_window(input, init, kind, attrs, out_shape)
+    reduce::reduce_window(input, init, kind, attrs, out_shape, Vec::new())
+}
+
+/// [`reduce_window`] writing into `buffer` where the kernel can (any length
+/// and contents): a caller that recycles buffers saves the fresh pages of a
+/// new result.
+pub fn reduce_window_into<T: FastFloat>(
+    input: &Tensor<T>,
+    init: T,
+    kind: ReduceKind,
+    attrs: &ir::WindowAttrs,
+    out_shape: &[usize],
+    buffer: Vec<T>,
+) -> Tensor<T> {
+    reduce::reduce_window(input, init, kind, attrs, out_shape, buffer)
 }
 
 /// For `stablehlo.reduce_window` with a max/min reducer: per output element,
@@ -189,5 +203,19 @@ pub fn select_and_scatter<T: FastFloat>(
     attrs: &ir::ScatterWindowAttrs,
     out_shape: &[usize],
 ) -> Tensor<T> {
-    reduce::select_and_scatter(operand, source, init, select, attrs, out_shape)
+    reduce::select_and_scatter(operand, source, init, select, attrs, out_shape, Vec::new())
+}
+
+/// [`select_and_scatter`] writing into `buffer` where the kernel can (any
+/// length and contents), as [`reduce_window_into`].
+pub fn select_and_scatter_into<T: FastFloat>(
+    operand: &Tensor<T>,
+    source: &Tensor<T>,
+    init: T,
+    select: ir::CompareDirection,
+    attrs: &ir::ScatterWindowAttrs,
+    out_shape: &[usize],
+    buffer: Vec<T>,
+) -> Tensor<T> {
+    reduce::select_and_scatter(operand, source, init, select, attrs, out_shape, buffer)
 }

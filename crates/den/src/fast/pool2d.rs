@@ -124,19 +124,34 @@ impl Plane2d {
     }
 
     /// `reduce_window` of every plane of `x`.
-    pub(crate) fn reduce_window<T: FastFloat>(&self, x: &[T], init: T, kind: ReduceKind) -> Vec<T> {
+    /// `out`: a buffer to write the result into (any length and contents;
+    /// a recycled one saves the fresh pages of a new result).
+    pub(crate) fn reduce_window<T: FastFloat>(
+        &self,
+        x: &[T],
+        init: T,
+        kind: ReduceKind,
+        out: Vec<T>,
+    ) -> Vec<T> {
         // One loop per reducer, so the fold step is inlined.
         match kind {
-            ReduceKind::Max => self.fold(x, init, max_fast),
-            ReduceKind::Min => self.fold(x, init, min_fast),
-            ReduceKind::Add => self.fold(x, init, |a, b| a + b),
-            ReduceKind::Mul => self.fold(x, init, |a, b| a * b),
+            ReduceKind::Max => self.fold(x, init, max_fast, out),
+            ReduceKind::Min => self.fold(x, init, min_fast, out),
+            ReduceKind::Add => self.fold(x, init, |a, b| a + b, out),
+            ReduceKind::Mul => self.fold(x, init, |a, b| a * b, out),
         }
     }
 
-    fn fold<T: FastFloat>(&self, x: &[T], init: T, f: impl Fn(T, T) -> T + Sync) -> Vec<T> {
+    fn fold<T: FastFloat>(
+        &self,
+        x: &[T],
+        init: T,
+        f: impl Fn(T, T) -> T + Sync,
+        mut out: Vec<T>,
+    ) -> Vec<T> {
         let (pin, pout) = (self.in_plane(), self.out_plane());
-        let mut out = vec![init; self.planes * pout];
+        // Every element is written below.
+        out.resize(self.planes * pout, init);
         if out.is_empty() {
             return out;
         }
@@ -152,14 +167,55 @@ impl Plane2d {
         out
     }
 
+    /// The output columns whose whole window row lies inside the plane: a
+    /// range `lo..hi` (empty when there is none).
+    fn interior_columns(&self) -> (usize, usize) {
+        let lo = (0..self.ow)
+            .find(|&ox| self.column(ox).1)
+            .unwrap_or(self.ow);
+        let hi = (lo..self.ow)
+            .find(|&ox| !self.column(ox).1)
+            .unwrap_or(self.ow);
+        (lo, hi)
+    }
+
     /// One plane: `init ⊕ w[0] ⊕ w[1] ⊕ …` over the window in row-major order,
-    /// a padding position reading `init`.
+    /// a padding position reading `init`. The interior columns of an output
+    /// row advance together, one window position at a time (the same
+    /// sequence of steps per output, so the same bits; no branch per element
+    /// to mispredict, and a loop the compiler vectorises); the border columns
+    /// fold one by one.
     #[inline]
     fn fold_plane<T: FastFloat>(&self, xp: &[T], init: T, f: &impl Fn(T, T) -> T, op: &mut [T]) {
         let (iw, kh, kw) = (self.iw, self.kh, self.kw);
+        let (lo, hi) = self.interior_columns();
         for (oy, orow) in op.chunks_exact_mut(self.ow).enumerate() {
-            for (ox, o) in orow.iter_mut().enumerate() {
-                let (x0, inside) = self.column(ox);
+            let inner = &mut orow[lo..hi];
+            inner.fill(init);
+            for ky in (0..kh).filter(|_| lo < hi) {
+                let Some(y) = self.row(oy, ky) else {
+                    for _ in 0..kw {
+                        inner.iter_mut().for_each(|o| *o = f(*o, init));
+                    }
+                    continue;
+                };
+                let row = &xp[y * iw..(y + 1) * iw];
+                for kx in 0..kw {
+                    // Input column of interior output `lo + j`: x0 + j·sw.
+                    let x0 = (self.column(lo).0 + kx as i64) as usize;
+                    match self.sw {
+                        1 => fold_strided::<T, 1>(inner, &row[x0..], f),
+                        2 => fold_strided::<T, 2>(inner, &row[x0..], f),
+                        sw => {
+                            for (j, o) in inner.iter_mut().enumerate() {
+                                *o = f(*o, row[x0 + j * sw]);
+                            }
+                        }
+                    }
+                }
+            }
+            for ox in (0..lo).chain(hi..self.ow) {
+                let (x0, _) = self.column(ox);
                 let mut acc = init;
                 for ky in 0..kh {
                     let Some(y) = self.row(oy, ky) else {
@@ -169,24 +225,17 @@ impl Plane2d {
                         continue;
                     };
                     let row = &xp[y * iw..(y + 1) * iw];
-                    if inside {
-                        let x0 = x0 as usize;
-                        for &v in &row[x0..x0 + kw] {
-                            acc = f(acc, v);
-                        }
-                    } else {
-                        for kx in 0..kw as i64 {
-                            let x = x0 + kx;
-                            let v = if x >= 0 && x < iw as i64 {
-                                row[x as usize]
-                            } else {
-                                init
-                            };
-                            acc = f(acc, v);
-                        }
+                    for kx in 0..kw as i64 {
+                        let x = x0 + kx;
+                        let v = if x >= 0 && x < iw as i64 {
+                            row[x as usize]
+                        } else {
+                            init
+                        };
+                        acc = f(acc, v);
                     }
                 }
-                *o = acc;
+                orow[ox] = acc;
             }
         }
     }
@@ -199,16 +248,17 @@ impl Plane2d {
         src: &[T],
         init: T,
         select: CompareDirection,
+        out: Vec<T>,
     ) -> Vec<T> {
         // One loop per direction, so the comparison is inlined.
         use CompareDirection as D;
         match select {
-            D::Ge => self.scatter(x, src, init, |a, b| compare_fast(a, b, D::Ge)),
-            D::Gt => self.scatter(x, src, init, |a, b| compare_fast(a, b, D::Gt)),
-            D::Le => self.scatter(x, src, init, |a, b| compare_fast(a, b, D::Le)),
-            D::Lt => self.scatter(x, src, init, |a, b| compare_fast(a, b, D::Lt)),
-            D::Eq => self.scatter(x, src, init, |a, b| compare_fast(a, b, D::Eq)),
-            D::Ne => self.scatter(x, src, init, |a, b| compare_fast(a, b, D::Ne)),
+            D::Ge => self.scatter(x, src, init, |a, b| compare_fast(a, b, D::Ge), out),
+            D::Gt => self.scatter(x, src, init, |a, b| compare_fast(a, b, D::Gt), out),
+            D::Le => self.scatter(x, src, init, |a, b| compare_fast(a, b, D::Le), out),
+            D::Lt => self.scatter(x, src, init, |a, b| compare_fast(a, b, D::Lt), out),
+            D::Eq => self.scatter(x, src, init, |a, b| compare_fast(a, b, D::Eq), out),
+            D::Ne => self.scatter(x, src, init, |a, b| compare_fast(a, b, D::Ne), out),
         }
     }
 
@@ -218,9 +268,11 @@ impl Plane2d {
         src: &[T],
         init: T,
         keep: impl Fn(T, T) -> bool + Sync,
+        mut out: Vec<T>,
     ) -> Vec<T> {
         let (pin, pout) = (self.in_plane(), self.out_plane());
-        let mut out = vec![init; self.planes * pin];
+        out.clear();
+        out.resize(self.planes * pin, init);
         if out.is_empty() || pout == 0 {
             return out;
         }
@@ -240,7 +292,10 @@ impl Plane2d {
 
     /// One plane, source elements in row-major order: each window's selected
     /// position (the first valid one, replaced by a later `v` whenever
-    /// `keep(selected, v)` is false) accumulates the source value.
+    /// `keep(selected, v)` is false) accumulates the source value. A source
+    /// row's windows are selected first — the interior columns together, one
+    /// window position at a time, as [`Self::fold_plane`] — then scattered in
+    /// column order.
     #[inline]
     fn scatter_plane<T: FastFloat>(
         &self,
@@ -250,33 +305,76 @@ impl Plane2d {
         op: &mut [T],
     ) {
         let (iw, kh, kw) = (self.iw, self.kh, self.kw);
+        let (lo, hi) = self.interior_columns();
+        // Per output column: the selected input index (`usize::MAX`: no
+        // valid position) and its value.
+        let mut at = vec![usize::MAX; self.ow];
+        let mut best = vec![T::ZERO; self.ow];
         for (oy, srow) in sp.chunks_exact(self.ow).enumerate() {
-            for (ox, &value) in srow.iter().enumerate() {
-                let (x0, inside) = self.column(ox);
-                let mut best: Option<(usize, T)> = None;
+            let (at_in, best_in) = (&mut at[lo..hi], &mut best[lo..hi]);
+            at_in.fill(usize::MAX);
+            let mut first = true;
+            for ky in (0..kh).filter(|_| lo < hi) {
+                let Some(y) = self.row(oy, ky) else {
+                    continue;
+                };
+                for kx in 0..kw {
+                    let x0 = (self.column(lo).0 + kx as i64) as usize;
+                    let base = y * iw + x0;
+                    let sw = self.sw;
+                    if first {
+                        for (j, (a, b)) in at_in.iter_mut().zip(best_in.iter_mut()).enumerate() {
+                            *a = base + j * sw;
+                            *b = xp[base + j * sw];
+                        }
+                        first = false;
+                    } else {
+                        for (j, (a, b)) in at_in.iter_mut().zip(best_in.iter_mut()).enumerate() {
+                            let v = xp[base + j * sw];
+                            let moves = !keep(*b, v);
+                            *a = if moves { base + j * sw } else { *a };
+                            *b = if moves { v } else { *b };
+                        }
+                    }
+                }
+            }
+            for ox in (0..lo).chain(hi..self.ow) {
+                let (x0, _) = self.column(ox);
+                let mut sel: Option<(usize, T)> = None;
                 for ky in 0..kh {
                     let Some(y) = self.row(oy, ky) else {
                         continue;
                     };
-                    let (lo, hi) = if inside {
-                        (x0 as usize, x0 as usize + kw)
-                    } else {
-                        let clamp = |v: i64| v.clamp(0, iw as i64) as usize;
-                        (clamp(x0), clamp(x0 + kw as i64))
-                    };
-                    let start = y * iw + lo;
-                    for (k, &v) in xp[start..start + hi.saturating_sub(lo)].iter().enumerate() {
-                        let at = start + k;
-                        best = match best {
+                    let clamp = |v: i64| v.clamp(0, iw as i64) as usize;
+                    let (l, h) = (clamp(x0), clamp(x0 + kw as i64));
+                    let start = y * iw + l;
+                    for (k, &v) in xp[start..start + h.saturating_sub(l)].iter().enumerate() {
+                        sel = match sel {
                             Some((b, bv)) if keep(bv, v) => Some((b, bv)),
-                            _ => Some((at, v)),
+                            _ => Some((start + k, v)),
                         };
                     }
                 }
-                if let Some((b, _)) = best {
-                    op[b] += value;
+                at[ox] = sel.map_or(usize::MAX, |(b, _)| b);
+            }
+            for (&a, &value) in at.iter().zip(srow) {
+                if a != usize::MAX {
+                    op[a] += value;
                 }
             }
         }
+    }
+}
+
+/// `acc[j] = f(acc[j], row[j · S])` for every `j`: a constant stride, so the
+/// compiler vectorises the loads.
+#[inline(always)]
+fn fold_strided<T: FastFloat, const S: usize>(acc: &mut [T], row: &[T], f: &impl Fn(T, T) -> T) {
+    if acc.is_empty() {
+        return;
+    }
+    let row = &row[..(acc.len() - 1) * S + 1];
+    for (j, o) in acc.iter_mut().enumerate() {
+        *o = f(*o, row[j * S]);
     }
 }

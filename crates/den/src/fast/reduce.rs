@@ -234,6 +234,7 @@ pub(crate) fn reduce_window<T: FastFloat>(
     kind: ReduceKind,
     attrs: &ir::WindowAttrs,
     out_shape: &[usize],
+    buffer: Vec<T>,
 ) -> Tensor<T> {
     let plane = Plane2d::new(
         &input.shape,
@@ -244,7 +245,7 @@ pub(crate) fn reduce_window<T: FastFloat>(
         [&attrs.base_dilations, &attrs.window_dilations],
     );
     if let Some(p) = plane {
-        let out = p.reduce_window(&input.data, init, kind);
+        let out = p.reduce_window(&input.data, init, kind, buffer);
         return Tensor::new(out_shape.to_vec(), out);
     }
     let out = map_windows(
@@ -451,6 +452,7 @@ pub(crate) fn select_and_scatter<T: FastFloat>(
     select: ir::CompareDirection,
     attrs: &ir::ScatterWindowAttrs,
     out_shape: &[usize],
+    buffer: Vec<T>,
 ) -> Tensor<T> {
     let rank = operand.rank();
     assert_eq!(
@@ -468,7 +470,7 @@ pub(crate) fn select_and_scatter<T: FastFloat>(
         [&[], &[]],
     );
     if let Some(p) = plane {
-        let out = p.select_and_scatter(&operand.data, &source.data, init, select);
+        let out = p.select_and_scatter(&operand.data, &source.data, init, select, buffer);
         return Tensor::new(out_shape.to_vec(), out);
     }
     let get = |v: &[i64], d: usize| v.get(d).copied().unwrap_or(1);
