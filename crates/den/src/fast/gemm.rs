@@ -234,7 +234,8 @@ fn split(m: usize, k: usize, n: usize, threads: usize) -> (Vec<Range>, Vec<Range
 /// write disjoint parts of C).
 #[derive(Clone, Copy)]
 struct SendPtr<T>(*mut T);
-// SAFETY: see `gemm`: reads only of A and B, disjoint writes to C.
+// SAFETY: see `gemm` (and `avx512::sgemm`): reads only of A and B,
+// disjoint writes to C.
 unsafe impl<T> Send for SendPtr<T> {}
 unsafe impl<T> Sync for SendPtr<T> {}
 impl<T> SendPtr<T> {

@@ -19,7 +19,7 @@
 use std::arch::x86_64::*;
 
 use super::super::implicit::with_scratch;
-use super::MatRef;
+use super::{MatRef, SendPtr};
 use rayon::prelude::*;
 
 /// Register tile: rows of A broadcast, columns of B as two 16-lane vectors.
@@ -237,7 +237,7 @@ impl Block<'_> {
     /// then every tile times every panel, the chain carried through C itself
     /// (an f32 holds the running f32 sum exactly). Tiles that reach past `m`
     /// or `n` run on a local 12 × 32 copy.
-    fn run(&self, a: MatRef<'_, f32>, packed_b: &[f32], npad: usize, c: SendPtr) {
+    fn run(&self, a: MatRef<'_, f32>, packed_b: &[f32], npad: usize, c: SendPtr<f32>) {
         let (rows, n, ldc, k) = (self.rows.clone(), self.n, self.ldc, a.cols);
         let tiles = rows.len().div_ceil(MR);
         // Column (of C and of the packed panels) and width of each panel.
@@ -539,17 +539,5 @@ unsafe fn tile<const V: usize, const PACKED: bool>(
                 _mm512_storeu_ps(out.add(r * ldo + 16 * v), *x);
             }
         }
-    }
-}
-
-/// C's pointer, shared by the tasks (they write disjoint blocks).
-#[derive(Clone, Copy)]
-struct SendPtr(*mut f32);
-// SAFETY: see `sgemm`: disjoint writes to C.
-unsafe impl Send for SendPtr {}
-unsafe impl Sync for SendPtr {}
-impl SendPtr {
-    fn get(self) -> *mut f32 {
-        self.0
     }
 }
