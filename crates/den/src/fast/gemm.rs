@@ -91,7 +91,8 @@ pub(crate) fn matmul_bias<T: FastFloat>(
     gemm(a, b, c, c_row_stride, false, Some(bias));
 }
 
-/// `c += a · b`, with `c` as in [`matmul`].
+/// `c += a · b`, with `c` as in [`matmul`] (on the AVX-512 f32 path the
+/// multiply-add chain starts from `c`, so `c` is not rounded in separately).
 pub(crate) fn matmul_add<T: FastFloat>(
     a: MatRef<'_, T>,
     b: MatRef<'_, T>,

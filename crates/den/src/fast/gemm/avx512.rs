@@ -267,8 +267,9 @@ impl Block<'_> {
                     if !direct {
                         pack_a(a, rows.clone(), k0, kc, &mut packed_a[..tiles * MR * kc]);
                     }
-                    // Row pointers and k step of each tile's 12 rows of A.
-                    let tile_rows = |t: usize| -> ([*const f32; MR], usize) {
+                    // Row pointers of each tile's 12 rows of A, and whether
+                    // they are a packed tile's.
+                    let tile_rows = |t: usize| -> ([*const f32; MR], bool) {
                         if direct {
                             let r0 = rows.start + t * MR;
                             let rp = std::array::from_fn(|i| {
@@ -280,11 +281,11 @@ impl Block<'_> {
                                     zeros.as_ptr()
                                 }
                             });
-                            (rp, 1)
+                            (rp, false)
                         } else {
                             let ap = packed_a[t * MR * kc..(t + 1) * MR * kc].as_ptr();
                             // SAFETY: lane i of the tile's first packed row.
-                            (std::array::from_fn(|i| unsafe { ap.add(i) }), MR)
+                            (std::array::from_fn(|i| unsafe { ap.add(i) }), true)
                         }
                     };
                     let ends = Ends {
@@ -303,11 +304,11 @@ impl Block<'_> {
                         };
                         let cols = (n - at).min(w);
                         for t in 0..tiles {
-                            let (rp, step) = tile_rows(t);
+                            let (rp, packed) = tile_rows(t);
                             let r0 = rows.start + t * MR;
                             let live = (rows.end - r0).min(MR);
                             // SAFETY: `available()` was asserted by `sgemm`; each
-                            // row pointer reads kc floats at `step` (a row of A,
+                            // row pointer reads kc floats (a row of A,
                             // the zero row, or a packed tile: bounded above), the
                             // panel holds kc × w, the bias w; C's rows r0.. r0 +
                             // live, columns at.. at + cols are inside C (`sgemm`'s
@@ -315,7 +316,7 @@ impl Block<'_> {
                             unsafe {
                                 let dst = c.get().add(r0 * ldc + at);
                                 if live == MR && cols == w {
-                                    tile_any(w, kc, &rp, step, bp, dst, ldc, ends);
+                                    tile_any(w, kc, &rp, packed, bp, dst, ldc, ends);
                                 } else {
                                     let mut local = [0.0f32; MR * NR];
                                     if ends.from_c {
@@ -327,7 +328,7 @@ impl Block<'_> {
                                             );
                                         }
                                     }
-                                    tile_any(w, kc, &rp, step, bp, local.as_mut_ptr(), NR, ends);
+                                    tile_any(w, kc, &rp, packed, bp, local.as_mut_ptr(), NR, ends);
                                     for i in 0..live {
                                         std::ptr::copy_nonoverlapping(
                                             local[i * NR..].as_ptr(),
@@ -355,19 +356,17 @@ struct Ends {
     bias: Option<*const f32>,
 }
 
-/// [`tile`] for a panel of width `w` (32 or 16); a `step` of 12 is a packed
-/// tile, whose row pointers are consecutive (`rows[i] = rows[0] + i`), read
-/// through the first alone (in-place rows of A have step 1).
+/// [`tile`] for a panel of width `w` (32 or 16), `packed` or not.
 ///
 /// # Safety
-/// As [`tile`], and with `step == 12` the row pointers are consecutive.
+/// As [`tile`].
 #[allow(clippy::too_many_arguments)]
 #[inline]
 unsafe fn tile_any(
     w: usize,
     kc: usize,
     rows: &[*const f32; MR],
-    step: usize,
+    packed: bool,
     b: *const f32,
     out: *mut f32,
     ldo: usize,
@@ -375,11 +374,11 @@ unsafe fn tile_any(
 ) {
     // SAFETY: forwarded contract.
     unsafe {
-        match (w == NR, step == MR) {
-            (true, true) => tile::<2, true>(kc, rows, step, b, out, ldo, ends),
-            (true, false) => tile::<2, false>(kc, rows, step, b, out, ldo, ends),
-            (false, true) => tile::<1, true>(kc, rows, step, b, out, ldo, ends),
-            (false, false) => tile::<1, false>(kc, rows, step, b, out, ldo, ends),
+        match (w == NR, packed) {
+            (true, true) => tile::<2, true>(kc, rows, b, out, ldo, ends),
+            (true, false) => tile::<2, false>(kc, rows, b, out, ldo, ends),
+            (false, true) => tile::<1, true>(kc, rows, b, out, ldo, ends),
+            (false, false) => tile::<1, false>(kc, rows, b, out, ldo, ends),
         }
     }
 }
@@ -481,19 +480,19 @@ unsafe fn pack_cols(a: *const f32, lda: usize, live: usize, kc: usize, out: *mut
 }
 
 /// One 12 × (16·V) tile: `out[r][..]` (row stride `ldo`) = (its previous
-/// value when `ends.from_c`, else zero) + Σ_p a_r[p · step] · b[p][..], one
-/// fused multiply-add per step in order (`a_r` is row `r`'s pointer), then
-/// `+ bias` when `ends.bias`.
+/// value when `ends.from_c`, else zero) + Σ_p A[r][p] · b[p][..], one fused
+/// multiply-add per step in order, then `+ bias` when `ends.bias`. A is a
+/// packed tile when `PACKED` (`[kc][12]` at `rows[0]`; the other pointers
+/// are unused), else row `r` is the `kc` contiguous floats at `rows[r]`.
 ///
 /// # Safety
-/// The CPU has AVX-512F; each row pointer reads `kc` floats at `step`, `b`
-/// holds `kc × 16V`, the bias (when given) 16V floats, and the 12 rows of
-/// `16V` floats at `out + r · ldo` are readable and writable.
+/// The CPU has AVX-512F; the rows of A are readable as above, `b` holds
+/// `kc × 16V`, the bias (when given) 16V floats, and the 12 rows of `16V`
+/// floats at `out + r · ldo` are readable and writable.
 #[target_feature(enable = "avx512f")]
 unsafe fn tile<const V: usize, const PACKED: bool>(
     kc: usize,
     rows: &[*const f32; MR],
-    step: usize,
     b: *const f32,
     out: *mut f32,
     ldo: usize,
@@ -512,13 +511,11 @@ unsafe fn tile<const V: usize, const PACKED: bool>(
         let mut bp = b;
         for p in 0..kc {
             let w: [__m512; V] = std::array::from_fn(|v| _mm512_loadu_ps(bp.add(16 * v)));
-            let at = p * step;
             for (r, row) in acc.iter_mut().enumerate() {
-                // A packed tile's rows are consecutive: one pointer serves.
                 let x = _mm512_set1_ps(if PACKED {
-                    *rows[0].add(at + r)
+                    *rows[0].add(p * MR + r)
                 } else {
-                    *rows[r].add(at)
+                    *rows[r].add(p)
                 });
                 for (v, y) in row.iter_mut().enumerate() {
                     *y = _mm512_fmadd_ps(x, w[v], *y);
