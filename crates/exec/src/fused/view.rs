@@ -54,51 +54,35 @@ pub(crate) struct Merged {
 }
 
 impl Merged {
-    /// Calls `run(source offset, stride, output position, length)` for the
-    /// innermost runs covering output positions `start..start + len`.
+    /// The innermost runs covering output positions `start..start + len`,
+    /// each as (source offset, stride, output position, length). An iterator
+    /// rather than a callback: the callers' loop bodies then compile inside
+    /// the fused loop's AVX-512/AVX2 twin (an outlined closure was baseline
+    /// SSE code, ~6 % of a cifar8-bbn step in batch norm's short runs).
     #[inline(always)]
-    pub(super) fn runs(
-        &self,
-        start: usize,
-        len: usize,
-        mut run: impl FnMut(isize, isize, usize, usize),
-    ) {
-        let Some(&(inner, stride)) = self.dims.last() else {
-            run(self.base, 0, 0, len);
-            return;
-        };
+    pub(super) fn runs(&self, start: usize, len: usize) -> Runs<'_> {
         let rank = self.dims.len();
-        let mut idx = [0usize; 16];
+        let mut idx = [0usize; MAX_RANK];
         let mut big = Vec::new();
-        let idx: &mut [usize] = if rank <= 16 {
-            &mut idx[..rank]
-        } else {
+        if rank > MAX_RANK {
             big.resize(rank, 0);
-            &mut big
-        };
+        }
         let mut rest = start;
         for d in (0..rank).rev() {
-            idx[d] = rest % self.dims[d].0;
+            let i = rest % self.dims[d].0;
             rest /= self.dims[d].0;
-        }
-        let mut done = 0;
-        while done < len {
-            let n = (inner - idx[rank - 1]).min(len - done);
-            let off = self.base
-                + idx
-                    .iter()
-                    .zip(&self.dims)
-                    .map(|(&i, &(_, s))| i as isize * s)
-                    .sum::<isize>();
-            run(off, stride, done, n);
-            done += n;
-            idx[rank - 1] += n;
-            let mut d = rank - 1;
-            while idx[d] == self.dims[d].0 && d > 0 {
-                idx[d] = 0;
-                d -= 1;
-                idx[d] += 1;
+            if rank > MAX_RANK {
+                big[d] = i;
+            } else {
+                idx[d] = i;
             }
+        }
+        Runs {
+            view: self,
+            idx,
+            big,
+            done: 0,
+            len,
         }
     }
 
@@ -124,7 +108,7 @@ impl Merged {
     /// `dst[k] = src[offset of output position start + k]`.
     #[inline(always)]
     pub(super) fn gather(&self, src: &[f32], start: usize, dst: &mut [f32]) {
-        self.runs(start, dst.len(), |off, stride, at, n| {
+        for (off, stride, at, n) in self.runs(start, dst.len()) {
             let d = &mut dst[at..at + n];
             if stride == 0 {
                 d.fill(src[off as usize]);
@@ -135,13 +119,13 @@ impl Merged {
                     *x = src[(off + k as isize * stride) as usize];
                 }
             }
-        });
+        }
     }
 
     /// `acc[offset of output position start + k] += vals[k]`, in position order.
     #[inline(always)]
     pub(super) fn accumulate(&self, acc: &mut [f32], start: usize, vals: &[f32]) {
-        self.runs(start, vals.len(), |off, stride, at, n| {
+        for (off, stride, at, n) in self.runs(start, vals.len()) {
             let v = &vals[at..at + n];
             if stride == 0 {
                 acc[off as usize] = sum_run(acc[off as usize], v);
@@ -154,7 +138,61 @@ impl Merged {
                     acc[(off + k as isize * stride) as usize] += x;
                 }
             }
-        });
+        }
+    }
+}
+
+/// Ranks whose walk index lives on the stack.
+const MAX_RANK: usize = 16;
+
+/// The walk of [`Merged::runs`].
+pub(super) struct Runs<'a> {
+    view: &'a Merged,
+    idx: [usize; MAX_RANK],
+    /// The index when the rank exceeds `MAX_RANK`.
+    big: Vec<usize>,
+    done: usize,
+    len: usize,
+}
+
+impl Iterator for Runs<'_> {
+    type Item = (isize, isize, usize, usize);
+
+    #[inline(always)]
+    fn next(&mut self) -> Option<Self::Item> {
+        let dims = &self.view.dims;
+        let Some(&(inner, stride)) = dims.last() else {
+            // A rank-0 view: one run over everything, read at the base.
+            let n = self.len - self.done;
+            self.done = self.len;
+            return (n > 0).then_some((self.view.base, 0, 0, n));
+        };
+        if self.done >= self.len {
+            return None;
+        }
+        let rank = dims.len();
+        let idx: &mut [usize] = if rank <= MAX_RANK {
+            &mut self.idx[..rank]
+        } else {
+            &mut self.big
+        };
+        let at = self.done;
+        let n = (inner - idx[rank - 1]).min(self.len - at);
+        let off = self.view.base
+            + idx
+                .iter()
+                .zip(dims)
+                .map(|(&i, &(_, s))| i as isize * s)
+                .sum::<isize>();
+        self.done += n;
+        idx[rank - 1] += n;
+        let mut d = rank - 1;
+        while idx[d] == dims[d].0 && d > 0 {
+            idx[d] = 0;
+            d -= 1;
+            idx[d] += 1;
+        }
+        Some((off, stride, at, n))
     }
 }
 
