@@ -284,6 +284,24 @@ impl Plan {
         false
     }
 
+    /// Negative-control hook for tests (cargo feature `fault-injection`):
+    /// scales every sum of the first step computing batch norm's
+    /// statistics from a convolution's moments by `1 + rel` (a combination
+    /// of the plane moments that is off). Returns whether such a step exists.
+    #[cfg(feature = "fault-injection")]
+    pub fn perturb_first_conv_moments_for_tests(&mut self, rel: f32) -> bool {
+        let Body::Compiled(c) = &mut self.body else {
+            return false;
+        };
+        c.steps.iter_mut().any(|s| match &mut s.kind {
+            Kind::Moments { fault, .. } => {
+                *fault = rel;
+                true
+            }
+            _ => false,
+        })
+    }
+
     /// Negative-control hook for tests (cargo feature `fault-injection`,
     /// off by default): adds `delta` to every element written by the first
     /// fused loop with at least two elementwise ops, a shape-preserving bug

@@ -348,6 +348,7 @@ fn run_step(
             map,
             out_len,
             stores,
+            store_in_place,
         } => {
             let mut accs = Vec::with_capacity(outs.len());
             for o in outs {
@@ -356,15 +357,42 @@ fn run_step(
                 accs.push(acc);
             }
             let values: Vec<usize> = outs.iter().map(|o| o.node).collect();
-            let mut stored: Vec<Vec<f32>> = stores.iter().map(|_| pool.get(*len)).collect();
+            // The first store may take over a dying input's buffer, as an
+            // in-place loop does (its lines are in cache; a fresh buffer's
+            // are read for ownership first).
+            let taken = store_in_place.and_then(|k| match slots[inputs[k]].take() {
+                Some(Buf::F(d)) if d.len() == *len => Some((k, d)),
+                other => {
+                    slots[inputs[k]] = other;
+                    None
+                }
+            });
+            let mut alias = None;
+            let mut stored: Vec<Vec<f32>> = Vec::with_capacity(stores.len());
+            if let Some((k, d)) = taken {
+                alias = Some((k, d.as_ptr(), *len));
+                stored.push(d);
+            }
+            while stored.len() < stores.len() {
+                stored.push(pool.get(*len));
+            }
             {
-                let ins = loop_inputs(slots, inputs, None)?;
+                let ins = loop_inputs(slots, inputs, alias)?;
                 let mut into: Vec<(usize, &mut [f32])> = stores
                     .iter()
                     .zip(stored.iter_mut())
                     .map(|(s, b)| (s.1, &mut b[..]))
                     .collect();
-                prog.reduce(&ins, map, &values, &mut accs, &mut into, *len, parallel);
+                prog.reduce(
+                    &ins,
+                    map,
+                    &values,
+                    &mut accs,
+                    &mut into,
+                    *len,
+                    parallel,
+                    alias.is_some(),
+                );
             }
             for (o, acc) in outs.iter().zip(accs) {
                 slots[o.slot] = Some(Buf::F(acc));
@@ -380,6 +408,7 @@ fn run_step(
             out,
             shape,
             bias,
+            moments,
         } => {
             let buffer = pool.get(shape.iter().product());
             let bias = match bias {
@@ -389,10 +418,56 @@ fn run_step(
                 },
                 None => None,
             };
-            let t = with2(slots, lhs, rhs, |x, w| {
-                fast::convolution_into(x, w, attrs, shape, buffer, bias.as_deref())
-            })?;
+            let t = match moments {
+                Some(m) => {
+                    let planes = shape[attrs.dims.output_batch as usize]
+                        * shape[attrs.dims.output_feature as usize];
+                    let mut stats = pool.get(2 * planes);
+                    let t = with2(slots, lhs, rhs, |x, w| {
+                        fast::convolution_moments_into(
+                            x,
+                            w,
+                            attrs,
+                            shape,
+                            buffer,
+                            bias.as_deref(),
+                            &mut stats,
+                        )
+                    })?;
+                    slots[*m] = Some(Buf::F(stats));
+                    t
+                }
+                None => with2(slots, lhs, rhs, |x, w| {
+                    fast::convolution_into(x, w, attrs, shape, buffer, bias.as_deref())
+                })?,
+            };
             slots[*out] = Some(Buf::F(t.data));
+        }
+        Kind::Moments {
+            moments,
+            centre,
+            init,
+            out,
+            features,
+            plane,
+            fault,
+        } => {
+            let Some(Buf::F(m)) = slots[*moments].as_ref() else {
+                return Err("internal: convolution moments missing".into());
+            };
+            let centre = match centre {
+                Some(c) => match slots[*c].as_ref() {
+                    Some(Buf::F(d)) if d.len() >= *features => Some(&d[..*features]),
+                    _ => return Err("internal: moments centre missing".into()),
+                },
+                None => None,
+            };
+            let mut sums = pool.get(*features);
+            feature_sums(m, centre, *init, *plane, &mut sums);
+            if *fault != 0.0 {
+                sums.iter_mut().for_each(|x| *x *= 1.0 + *fault);
+            }
+            slots[*out] = Some(Buf::F(sums));
         }
         Kind::Dot {
             lhs,
@@ -562,4 +637,27 @@ fn run_step(
         }
     }
     Ok(())
+}
+
+/// Per-feature sums from per-plane moments `m` (`[planes][Σ y, Σ (y − ȳ)²]`,
+/// plane `b·F + f` for feature `f`): `init + Σ_b Σ y`, or with `centre`,
+/// `init + Σ_b Σ (y − c_f)²` through `Σ (y − c)² = Σ (y − ȳ)² + n (ȳ − c)²`,
+/// exact in exact arithmetic; summed in f64, rounded once.
+fn feature_sums(m: &[f32], centre: Option<&[f32]>, init: f32, plane: usize, out: &mut [f32]) {
+    let features = out.len();
+    let n = plane as f64;
+    for (f, o) in out.iter_mut().enumerate() {
+        let mut acc = init as f64;
+        for b in m.chunks_exact(2).skip(f).step_by(features) {
+            let (sum, m2) = (b[0] as f64, b[1] as f64);
+            acc += match centre {
+                Some(c) => {
+                    let d = sum / n - c[f] as f64;
+                    m2 + n * d * d
+                }
+                None => sum,
+            };
+        }
+        *o = acc as f32;
+    }
 }

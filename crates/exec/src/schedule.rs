@@ -60,6 +60,9 @@ pub(crate) enum Kind {
         /// operand that later ops read too, stored while it is summed
         /// instead of computed again (softmax's `exp`).
         stores: Vec<(usize, usize)>,
+        /// An input whose buffer dies here and becomes the first store's
+        /// (set by liveness, as a loop's `in_place`).
+        store_in_place: Option<usize>,
     },
     Conv {
         lhs: (usize, Vec<usize>),
@@ -70,6 +73,26 @@ pub(crate) enum Kind {
         /// A per-output-feature bias added as the result is written (the
         /// `conv + broadcast(b)` loop folded in by [`crate::passes::fold_conv_bias`]).
         bias: Option<usize>,
+        /// A slot for each result plane's moments, taken as the kernel
+        /// writes it (`den::fast::convolution_moments_into`), which
+        /// [`Kind::Moments`] steps turn into batch norm's sums.
+        moments: Option<usize>,
+    },
+    /// A per-feature add-reduction of a convolution's result from the
+    /// moments its kernel took ([`crate::passes::sums_from_conv_moments`]):
+    /// `out[f] = init + Σ_b Σ y` over feature `f`'s planes, or with
+    /// `centre`, `init + Σ_b Σ (y − centre[f])²`; combined in f64.
+    Moments {
+        moments: usize,
+        centre: Option<usize>,
+        init: f32,
+        out: usize,
+        /// Output features, and elements per result plane.
+        features: usize,
+        plane: usize,
+        /// Test hook (`Plan::perturb_first_conv_moments_for_tests`):
+        /// every sum is scaled by `1 + fault`.
+        fault: f32,
     },
     Dot {
         lhs: (usize, Vec<usize>),
@@ -189,6 +212,9 @@ impl Kind {
                 .chain(outs.iter().flat_map(|o| init(&o.init)))
                 .collect(),
             Kind::Conv { lhs, rhs, bias, .. } => [lhs.0, rhs.0].into_iter().chain(*bias).collect(),
+            Kind::Moments {
+                moments, centre, ..
+            } => std::iter::once(*moments).chain(*centre).collect(),
             Kind::Dot { lhs, rhs, bias, .. } => [lhs.0, rhs.0].into_iter().chain(*bias).collect(),
             Kind::ReduceFold { input, init: i, .. }
             | Kind::Window { input, init: i, .. }
@@ -218,13 +244,14 @@ impl Kind {
         match self {
             Kind::Const { out, .. }
             | Kind::Loop { out, .. }
-            | Kind::Conv { out, .. }
+            | Kind::Moments { out, .. }
             | Kind::Dot { out, .. }
             | Kind::ReduceFold { out, .. }
             | Kind::Window { out, .. }
             | Kind::Scatter { out, .. }
             | Kind::Pad { out, .. }
             | Kind::Concat { out, .. } => vec![*out],
+            Kind::Conv { out, moments, .. } => std::iter::once(*out).chain(*moments).collect(),
             Kind::Reduce { outs, stores, .. } => outs
                 .iter()
                 .map(|o| o.slot)

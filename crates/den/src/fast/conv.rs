@@ -129,6 +129,7 @@ pub(crate) fn convolution<T: FastFloat>(
     out_shape: &[usize],
     buffer: Vec<T>,
     bias: Option<&[T]>,
+    mut moments: Option<&mut [f32]>,
 ) -> Tensor<T> {
     let d = &attrs.dims;
     let nsp = d.input_spatial.len();
@@ -267,6 +268,7 @@ pub(crate) fn convolution<T: FastFloat>(
         }
         conv.run(&lhs_op, &rhs_op, &mut out);
         add_bias(&mut out, bias, &plan);
+        result_moments(&out, &plan, moments);
         out
     } else {
         match implicit_gemm(&plan, attrs) {
@@ -294,7 +296,7 @@ pub(crate) fn convolution<T: FastFloat>(
                 if out.len() != len {
                     out = vec![T::ZERO; len];
                 }
-                conv.run(&lhs_op, &rhs_op, &mut out, bias);
+                conv.run(&lhs_op, &rhs_op, &mut out, bias, moments.take());
                 out
             }
             None => {
@@ -304,6 +306,7 @@ pub(crate) fn convolution<T: FastFloat>(
                     &rhs_logical(),
                 );
                 add_bias(&mut result, bias, &plan);
+                result_moments(&result, &plan, moments);
                 result
             }
         }
@@ -325,6 +328,17 @@ pub(crate) fn convolution<T: FastFloat>(
         Cow::Owned(v) => v,
     };
     Tensor::new(out_shape.to_vec(), data)
+}
+
+/// The plane moments of `result [out_batch, out_features, P]` when asked
+/// for (see [`super::moments`]), in a pass of their own: the kernels that
+/// do not take them while writing.
+fn result_moments<T: FastFloat>(result: &[T], plan: &ConvPlan, moments: Option<&mut [f32]>) {
+    if let Some(m) = moments {
+        let r =
+            super::implicit::same_type::<T, f32>(result).expect("plane moments of an f32 result");
+        super::moments::plane_moments_par(r, plan.out_plane().max(1), m);
+    }
 }
 
 /// `result [out_batch, out_features, P] += bias` along the output features.

@@ -168,12 +168,15 @@ impl ImplicitConv<'_> {
 
     /// The result `[batch][out_features][out_spatial…]`, written into `out`.
     /// `bias`: one value per output feature added to the result as it is written.
+    /// `moments` (f32 results only): each result plane's moments
+    /// ([`super::moments`]), taken by the task that wrote the plane.
     pub(crate) fn run<T: FastFloat>(
         &self,
         lhs: &[T],
         rhs: &[T],
         out: &mut [T],
         bias: Option<&[T]>,
+        moments: Option<&mut [f32]>,
     ) {
         let p = self.out_plane();
         assert_eq!(out.len(), self.batch * self.out_features * p);
@@ -193,19 +196,28 @@ impl ImplicitConv<'_> {
             same_type::<T, f32>(rhs),
             same_type_mut::<T, f32>(out),
         ) {
-            self.run_typed::<f32>(l, r, o, bias.map(|b| same_type::<T, f32>(b).unwrap()));
+            let bias = bias.map(|b| same_type::<T, f32>(b).unwrap());
+            self.run_typed::<f32>(l, r, o, bias, moments);
         } else if let (Some(l), Some(r), Some(o)) = (
             same_type::<T, f64>(lhs),
             same_type::<T, f64>(rhs),
             same_type_mut::<T, f64>(out),
         ) {
-            self.run_typed::<f64>(l, r, o, bias.map(|b| same_type::<T, f64>(b).unwrap()));
+            assert!(moments.is_none(), "plane moments of an f32 result only");
+            self.run_typed::<f64>(l, r, o, bias.map(|b| same_type::<T, f64>(b).unwrap()), None);
         } else {
             unreachable!("FastFloat is implemented for f32 and f64 only");
         }
     }
 
-    fn run_typed<U: TileFloat>(&self, lhs: &[U], rhs: &[U], out: &mut [U], bias: Option<&[U]>) {
+    fn run_typed<U: TileFloat>(
+        &self,
+        lhs: &[U],
+        rhs: &[U],
+        out: &mut [U],
+        bias: Option<&[U]>,
+        moments: Option<&mut [f32]>,
+    ) {
         let nsp = self.nsp();
         let padded = self.padded_spatial();
         let pstrides = row_major_strides(&padded);
@@ -257,7 +269,17 @@ impl ImplicitConv<'_> {
         let opad = self.out_features.div_ceil(U::NV) * U::NV;
         with_scratch(channels * taps * opad, |v: &mut [U]| {
             pack_kernel(rhs, self.out_features, self.rhs_strides, taps, opad, v);
-            self.run_packed(lhs, v, out, bias, &padded, &tap_offsets, &origin, opad);
+            self.run_packed(
+                lhs,
+                v,
+                out,
+                bias,
+                moments,
+                &padded,
+                &tap_offsets,
+                &origin,
+                opad,
+            );
         });
     }
 
@@ -268,6 +290,7 @@ impl ImplicitConv<'_> {
         v: &[U],
         out: &mut [U],
         bias: Option<&[U]>,
+        moments: Option<&mut [f32]>,
         padded: &[usize],
         tap_offsets: &[usize],
         origin: &[usize],
@@ -330,11 +353,19 @@ impl ImplicitConv<'_> {
                 }
             }
             scatter(&sum, opad, o, p, out, bias);
+            if let Some(m) = moments {
+                let planes = same_type::<U, f32>(out).expect("plane moments of an f32 result");
+                super::moments::plane_moments_par(planes, p, m);
+            }
             return;
         }
 
         let rows = rows_for(group.min(self.batch), channels);
         let cols = cols_for(channels);
+        let moments = moments.map(|m| {
+            assert_eq!(m.len(), 2 * self.batch * o, "two moments per result plane");
+            MomentsOut(m.as_mut_ptr())
+        });
         out.par_chunks_mut(group * o * p)
             .enumerate()
             .for_each(|(task, block)| {
@@ -356,10 +387,25 @@ impl ImplicitConv<'_> {
                         tiles(x, rows, &cols, v, opad, V_BLOCK_ROWS, acc);
                         scatter(acc, opad, o, p, block, bias);
                     });
+                    if let Some(m) = &moments {
+                        let planes =
+                            same_type::<U, f32>(block).expect("plane moments of an f32 result");
+                        // SAFETY: the task's planes are examples b0.. of the
+                        // result, and tasks hold disjoint examples.
+                        let dst = unsafe {
+                            std::slice::from_raw_parts_mut(m.0.add(2 * b0 * o), 2 * examples * o)
+                        };
+                        super::moments::plane_moments(planes, p, dst);
+                    }
                 });
             });
     }
 }
+
+/// Where the row tasks write their planes' moments (each its own examples').
+struct MomentsOut(*mut f32);
+// SAFETY: tasks write disjoint ranges through the pointer (one per example).
+unsafe impl Sync for MomentsOut {}
 
 /// Copies input feature planes into zero-padded planes: each plane placed at
 /// offset `max(pad_low, 0)` of a zero plane of the padded extents (negative

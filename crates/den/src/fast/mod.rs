@@ -26,6 +26,7 @@ mod float;
 mod gemm;
 mod implicit;
 mod layout;
+mod moments;
 mod pad;
 mod pool2d;
 mod reduce;
@@ -52,7 +53,7 @@ pub fn convolution<T: FastFloat>(
     attrs: &ir::ConvAttrs,
     out_shape: &[usize],
 ) -> Tensor<T> {
-    conv::convolution(lhs, rhs, attrs, out_shape, Vec::new(), None)
+    conv::convolution(lhs, rhs, attrs, out_shape, Vec::new(), None, None)
 }
 
 /// [`convolution`] writing into `buffer` when the kernel can (its length is
@@ -69,7 +70,24 @@ pub fn convolution_into<T: FastFloat>(
     buffer: Vec<T>,
     bias: Option<&[T]>,
 ) -> Tensor<T> {
-    conv::convolution(lhs, rhs, attrs, out_shape, buffer, bias)
+    conv::convolution(lhs, rhs, attrs, out_shape, buffer, bias, None)
+}
+
+/// [`convolution_into`] that also writes the first two moments of each
+/// result plane `(b, f)` (batch `b`, output feature `f`, whatever the result
+/// layout): `moments[2(b·F + f)] = Σ y` and `moments[2(b·F + f) + 1] = Σ (y −
+/// ȳ)²` about the plane's own mean, taken while the plane is in cache where
+/// the kernel allows (batch norm's statistics without their own passes).
+pub fn convolution_moments_into(
+    lhs: &Tensor<f32>,
+    rhs: &Tensor<f32>,
+    attrs: &ir::ConvAttrs,
+    out_shape: &[usize],
+    buffer: Vec<f32>,
+    bias: Option<&[f32]>,
+    moments: &mut [f32],
+) -> Tensor<f32> {
+    conv::convolution(lhs, rhs, attrs, out_shape, buffer, bias, Some(moments))
 }
 
 /// `stablehlo.pad` with the padding value `value`: operand element `i` lands at

@@ -95,6 +95,7 @@ impl Builder<'_> {
             out: op.results[0].0.index(),
             shape: rshape,
             bias: None,
+            moments: None,
         };
         // Grouped convolutions (the depthwise forms) run on their own kernel
         // (den's direct depthwise path): profiled under their own name.

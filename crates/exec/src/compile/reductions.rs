@@ -117,6 +117,7 @@ impl Builder<'_> {
                 map,
                 out_len: rshape.iter().product(),
                 stores,
+                store_in_place: None,
             };
             self.push(op, "fused(reduce)", flops, kind);
         } else {

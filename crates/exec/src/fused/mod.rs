@@ -452,8 +452,9 @@ impl Program {
         lo: usize,
         hi: usize,
         regs: &mut Regs,
+        aliased: bool,
     ) {
-        self.reduce_block(inputs, map, values, accs, stores, lo, hi, regs)
+        self.reduce_block(inputs, map, values, accs, stores, lo, hi, regs, aliased)
     }
 
     /// [`Program::reduce_block`] compiled for AVX2 and FMA.
@@ -473,8 +474,9 @@ impl Program {
         lo: usize,
         hi: usize,
         regs: &mut Regs,
+        aliased: bool,
     ) {
-        self.reduce_block(inputs, map, values, accs, stores, lo, hi, regs)
+        self.reduce_block(inputs, map, values, accs, stores, lo, hi, regs, aliased)
     }
 
     /// Positions `lo..hi` of [`Program::reduce`], accumulated into `accs`.
@@ -490,15 +492,41 @@ impl Program {
         lo: usize,
         hi: usize,
         regs: &mut Regs,
+        aliased: bool,
     ) {
         // Plain loads are read where they are, never copied into a register
         // (a reduction of a convolution's output alone, such as batch norm's
         // Σx, had copied all of it) — except under a test fault, which is
         // added to the value's register.
         let in_place = self.fault == 0.0;
+        // A stored value node computed straight into its store (as a loop
+        // writes its output), not into its register and then copied —
+        // unless the store is an input's buffer (`aliased`): then, as for
+        // an in-place loop, the chunk is read whole before it is written.
+        let last = self.nodes.len() - 1;
+        let direct = !aliased
+            && matches!(stores, [(k, _)] if *k == last)
+            && !matches!(self.nodes[last], Node::Load(_));
         let mut s = lo;
         while s < hi {
             let n = CHUNK.min(hi - s);
+            if direct {
+                // SAFETY: as for the stores below.
+                let dst = unsafe { std::slice::from_raw_parts_mut(stores[0].1.get().add(s), n) };
+                self.eval_chunk(inputs, s, n, regs, Some(&mut *dst), in_place);
+                for &k in values.iter().filter(|&&k| k != last) {
+                    regs.materialise(k, n);
+                }
+                for (&k, acc) in values.iter().zip(accs.iter_mut()) {
+                    let v = match k == last {
+                        true => &*dst,
+                        false => self.value_of(k, inputs, regs, s, n, in_place),
+                    };
+                    map.accumulate(acc, s, v);
+                }
+                s += n;
+                continue;
+            }
             self.eval_chunk(inputs, s, n, regs, None, in_place);
             for &k in values.iter().chain(stores.iter().map(|(k, _)| k)) {
                 regs.materialise(k, n);
@@ -522,7 +550,8 @@ impl Program {
     /// stride 0). Several values share one pass over the inputs; each is
     /// summed in the same blocks and order as it would be alone. Each
     /// `(node, buffer)` of `stores` also gets that node's value at every
-    /// position (a full-size output of the same pass).
+    /// position (a full-size output of the same pass); with `aliased`, the
+    /// first store's buffer is an input's, read element for element.
     #[allow(clippy::too_many_arguments)]
     pub fn reduce(
         &self,
@@ -533,6 +562,7 @@ impl Program {
         stores: &mut [(usize, &mut [f32])],
         len: usize,
         parallel: bool,
+        aliased: bool,
     ) {
         let stores: Vec<(usize, SendPtr)> = stores
             .iter_mut()
@@ -548,7 +578,9 @@ impl Program {
                 if avx512() {
                     // SAFETY: the CPU has AVX-512F.
                     unsafe {
-                        self.reduce_block_avx512(inputs, map, values, accs, stores, lo, hi, regs)
+                        self.reduce_block_avx512(
+                            inputs, map, values, accs, stores, lo, hi, regs, aliased,
+                        )
                     };
                     return;
                 }
@@ -556,11 +588,13 @@ impl Program {
                 if avx2() {
                     // SAFETY: the CPU has AVX2 and FMA.
                     unsafe {
-                        self.reduce_block_avx2(inputs, map, values, accs, stores, lo, hi, regs)
+                        self.reduce_block_avx2(
+                            inputs, map, values, accs, stores, lo, hi, regs, aliased,
+                        )
                     };
                     return;
                 }
-                self.reduce_block(inputs, map, values, accs, stores, lo, hi, regs)
+                self.reduce_block(inputs, map, values, accs, stores, lo, hi, regs, aliased)
             })
         };
         let blocks = split(len, parallel);

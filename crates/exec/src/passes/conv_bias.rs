@@ -40,6 +40,7 @@ fn conv_with_bias(
         out,
         shape,
         bias: None,
+        moments: None,
     } = &conv.kind
     else {
         return None;
@@ -62,5 +63,6 @@ fn conv_with_bias(
         out: add.sum,
         shape: shape.clone(),
         bias: Some(add.bias),
+        moments: None,
     })
 }

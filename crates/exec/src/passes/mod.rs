@@ -1,29 +1,35 @@
 //! Rewrites that change how a plan computes, never what it computes: calls
 //! inlined, in regions too (`ir::passes::inline_all_calls`), and common subexpressions removed
 //! from the function before it is lowered (`cse`),
-//! and on the lowered steps, adjacent sibling add-reductions merged into one
+//! and on the lowered steps, an add-reduction of a loop's result summed by
+//! that loop (`sum_in_producer`), adjacent sibling add-reductions merged into one
 //! pass (`sibling_reductions`) and a convolution's bias add folded into the
-//! convolution (`conv_bias`), a dense layer's bias add folded into its dot's
+//! convolution (`conv_bias`), batch norm's sums of a convolution's result
+//! from moments its kernel takes (`conv_moments`), a dense layer's bias add folded into its dot's
 //! GEMM epilogue (`dot_bias`), and the zero-upsampling pad of a strided
 //! convolution's VJP moved into its dilation and padding (`conv_upsample`). Transposed convolution operands are read in
 //! place while lowering (`compile::kernels`).
 
 mod conv_bias;
+mod conv_moments;
 mod conv_upsample;
 pub(crate) mod cse;
 mod dedupe;
 mod dot_bias;
 mod sibling_reductions;
+mod sum_in_producer;
 
 pub(crate) use conv_bias::fold_conv_bias;
+pub(crate) use conv_moments::sums_from_conv_moments;
 pub(crate) use conv_upsample::fold_conv_upsample;
 pub(crate) use dedupe::dedupe_nodes;
 pub(crate) use dot_bias::fold_dot_bias;
 pub(crate) use ir::passes::inline_all_calls;
 pub(crate) use sibling_reductions::merge_sibling_reductions;
+pub(crate) use sum_in_producer::sum_reductions_in_producers;
 
-use crate::fused::{Merged, Node, ViewSpec};
-use crate::schedule::{Kind, Step};
+use crate::fused::{Merged, Node, Program, ViewSpec};
+use crate::schedule::{Kind, ReduceOut, Step};
 use ir::BinaryOp;
 use std::collections::HashMap;
 
@@ -83,4 +89,32 @@ fn vector_along(shape: &[usize], axis: usize) -> Merged {
         base: 0,
     }
     .merged()
+}
+
+/// A merged reduction's step: its program with identical nodes computed
+/// once (`dedupe`), the outputs and stores renumbered to match.
+fn deduped_reduction(
+    nodes: &[Node],
+    inputs: Vec<usize>,
+    mut outs: Vec<ReduceOut>,
+    mut stores: Vec<(usize, usize)>,
+    (len, map, out_len): (usize, &Merged, usize),
+) -> Kind {
+    let (nodes, at) = dedupe_nodes(nodes);
+    for o in &mut outs {
+        o.node = at[o.node];
+    }
+    for s in &mut stores {
+        s.1 = at[s.1];
+    }
+    Kind::Reduce {
+        prog: Program { nodes, fault: 0.0 },
+        inputs,
+        outs,
+        len,
+        map: map.clone(),
+        out_len,
+        stores,
+        store_in_place: None,
+    }
 }

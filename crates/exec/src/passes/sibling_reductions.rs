@@ -1,8 +1,7 @@
 //! Adjacent add-reductions over the same positions as one pass over their
 //! inputs.
 
-use super::dedupe_nodes;
-use crate::fused::Program;
+use super::deduped_reduction;
 use crate::schedule::{Kind, ReduceOut, Step};
 
 /// Adjacent add-reductions over the same positions into the same shape,
@@ -36,6 +35,7 @@ fn merge_reductions(a: &Step, b: &Step) -> Option<Kind> {
             map: ma,
             out_len: na,
             stores: sa,
+            ..
         },
         Kind::Reduce {
             prog: pb,
@@ -45,6 +45,7 @@ fn merge_reductions(a: &Step, b: &Step) -> Option<Kind> {
             map: mb,
             out_len: nb,
             stores: sb,
+            ..
         },
     ) = (&a.kind, &b.kind)
     else {
@@ -82,20 +83,11 @@ fn merge_reductions(a: &Step, b: &Step) -> Option<Kind> {
     // What both recompute (batch norm's x̂ and ReLU mask) is computed once.
     let mut stores = sa.clone();
     stores.extend(sb.iter().map(|&(slot, node)| (slot, node + shift)));
-    let (nodes, at) = dedupe_nodes(&nodes);
-    for o in &mut outs {
-        o.node = at[o.node];
-    }
-    for s in &mut stores {
-        s.1 = at[s.1];
-    }
-    Some(Kind::Reduce {
-        prog: Program { nodes, fault: 0.0 },
+    Some(deduped_reduction(
+        &nodes,
         inputs,
         outs,
-        len: *la,
-        map: ma.clone(),
-        out_len: *na,
         stores,
-    })
+        (*la, ma, *na),
+    ))
 }

@@ -6,6 +6,9 @@
 //! sums, dx). Recomputing must change no value: the same module with those
 //! values also returned (so stored) gives bit-identical results, and both
 //! agree with the generic evaluator; a perturbed loop fails that check.
+//! When the pre-BN tensor is a convolution's result, Σx and Σ(x − μ)² come
+//! from moments the convolution's kernel takes of each plane it writes
+//! (`exec::passes::conv_moments`): one forward pass is left.
 
 use super::agreement::{first_disagreement, generic, random_inputs, REL, REL_ELEM};
 use den::eval_func;
@@ -16,8 +19,9 @@ const SHAPE: [i64; 4] = [8, 6, 32, 32];
 
 /// BN (batch statistics over [0, 2, 3]) + ReLU forward and the backward from
 /// the ReLU output's cotangent `%g`; with `store`, the multiply-read
-/// intermediates are outputs too.
-fn bn_module(store: bool) -> String {
+/// intermediates are outputs too. With `conv`, the pre-BN tensor `%x` is a
+/// 3×3 convolution of the input `%u` (3 features) by `%w` instead of an input.
+fn bn_module(store: bool, conv: bool) -> String {
     let t = "tensor<8x6x32x32xf32>";
     let v = "tensor<6xf32>";
     let red = |out: &str, arg: &str| {
@@ -34,9 +38,18 @@ fn bn_module(store: bool) -> String {
     } else {
         ("", String::new())
     };
+    let (x_param, x_conv) = if conv {
+        (
+            "%u: tensor<8x3x32x32xf32>, %w: tensor<6x3x3x3xf32>".to_string(),
+            format!("%x = stablehlo.convolution(%u, %w) dim_numbers = [b, f, 0, 1]x[o, i, 0, 1]->[b, f, 0, 1], window = {{stride = [1, 1], pad = [[1, 1], [1, 1]], lhs_dilate = [1, 1], rhs_dilate = [1, 1]}} {{batch_group_count = 1 : i64, feature_group_count = 1 : i64}} : (tensor<8x3x32x32xf32>, tensor<6x3x3x3xf32>) -> {t}"),
+        )
+    } else {
+        (format!("%x: {t}"), String::new())
+    };
     format!(
         r#"module {{
-  func.func public @main(%x: {t}, %gamma: {v}, %beta: {v}, %g: {t}) -> ({t}, {t}, {v}, {v}, {v}, {v}{extra_ty}) {{
+  func.func public @main({x_param}, %gamma: {v}, %beta: {v}, %g: {t}) -> ({t}, {t}, {v}, {v}, {v}, {v}{extra_ty}) {{
+    {x_conv}
     %c0 = stablehlo.constant dense<0.000000e+00> : tensor<f32>
     %m = stablehlo.constant dense<8.192000e+03> : {v}
     %eps = stablehlo.constant dense<1.000000e-05> : {v}
@@ -94,9 +107,14 @@ fn bn_module(store: bool) -> String {
     )
 }
 
-fn inputs() -> Vec<den::Value<f32>> {
+fn inputs(conv: bool) -> Vec<den::Value<f32>> {
     let t = TensorType::new(SHAPE.to_vec(), ElemType::F32);
     let v = TensorType::new(vec![6], ElemType::F32);
+    if conv {
+        let u = TensorType::new(vec![8, 3, 32, 32], ElemType::F32);
+        let w = TensorType::new(vec![6, 3, 3, 3], ElemType::F32);
+        return random_inputs(&[u, w, v.clone(), v, t], 5);
+    }
     random_inputs(&[t.clone(), v.clone(), v, t], 5)
 }
 
@@ -106,21 +124,21 @@ fn full_passes(plan: &Plan) -> usize {
     plan.listing().iter().filter(|l| l.contains(&len)).count()
 }
 
-fn compile(store: bool) -> (ir::Module, Plan) {
-    let m = ir::parse::parse_module(&bn_module(store), "bn.mlir").unwrap();
+fn compile(store: bool, conv: bool) -> (ir::Module, Plan) {
+    let m = ir::parse::parse_module(&bn_module(store, conv), "bn.mlir").unwrap();
     let plan = Plan::compile(&m, "main").unwrap();
     (m, plan)
 }
 
 #[test]
 fn batch_norm_reads_the_pre_bn_tensor_in_five_passes_with_unchanged_values() {
-    let (_, mut stored) = compile(true);
-    let (m, mut recomputed) = compile(false);
+    let (_, mut stored) = compile(true, false);
+    let (m, mut recomputed) = compile(false, false);
     let (a, b) = (full_passes(&recomputed), full_passes(&stored));
     // Forward: Σx, Σ(x − μ)², relu(γx̂ + β); backward: the four sums, dx.
     assert_eq!(a, 5, "{:#?}", recomputed.listing());
     assert!(b > a, "storing the intermediates takes {b} passes");
-    let x = inputs();
+    let x = inputs(false);
     let got = recomputed.run(x.clone()).unwrap();
     let kept = stored.run(x.clone()).unwrap();
     for (k, (p, q)) in got.iter().zip(&kept).enumerate() {
@@ -144,12 +162,54 @@ fn batch_norm_reads_the_pre_bn_tensor_in_five_passes_with_unchanged_values() {
 /// same check.
 #[test]
 fn a_perturbed_batch_norm_pass_fails_the_agreement_check() {
-    let (m, mut plan) = compile(false);
-    let x = inputs();
+    let (m, mut plan) = compile(false, false);
+    let x = inputs(false);
     let want = eval_func(&m, "main", x.clone(), &generic())
         .unwrap()
         .outputs;
     assert!(plan.perturb_first_fused_loop_for_tests(1e-3));
+    let got = plan.run(x).unwrap();
+    assert!(
+        first_disagreement(&got, &want, (REL, REL_ELEM)).is_some(),
+        "the perturbed plan passed the agreement check"
+    );
+}
+
+/// After a convolution, batch norm's Σx and Σ(x − μ)² come from the
+/// moments the convolution's kernel takes of each result plane: the pre-BN
+/// tensor is read by the normalising pass forward and the two backward
+/// passes only, and every output agrees with the generic evaluator.
+#[test]
+fn batch_norm_after_a_convolution_reads_the_pre_bn_tensor_in_three_passes() {
+    let (m, mut plan) = compile(false, true);
+    let listing = plan.listing();
+    assert_eq!(full_passes(&plan), 3, "{listing:#?}");
+    assert_eq!(
+        listing
+            .iter()
+            .filter(|l| l.contains("moments(conv)"))
+            .count(),
+        2,
+        "{listing:#?}"
+    );
+    let x = inputs(true);
+    let got = plan.run(x.clone()).unwrap();
+    let want = eval_func(&m, "main", x, &generic()).unwrap().outputs;
+    if let Some(e) = first_disagreement(&got, &want, (REL, REL_ELEM)) {
+        panic!("{e}");
+    }
+}
+
+/// Negative control: the statistics from the convolution's moments 0.1 %
+/// off (a combination of plane moments that is wrong) fail the same check.
+#[test]
+fn perturbed_statistics_from_convolution_moments_fail_the_agreement_check() {
+    let (m, mut plan) = compile(false, true);
+    let x = inputs(true);
+    let want = eval_func(&m, "main", x.clone(), &generic())
+        .unwrap()
+        .outputs;
+    assert!(plan.perturb_first_conv_moments_for_tests(1e-3));
     let got = plan.run(x).unwrap();
     assert!(
         first_disagreement(&got, &want, (REL, REL_ELEM)).is_some(),

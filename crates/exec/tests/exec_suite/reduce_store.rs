@@ -6,8 +6,12 @@
 //! with a sibling. A fault in that pass (its value shifted by 1e-3 before it
 //! is stored and summed) gives outputs of the same shapes that the
 //! comparison rejects.
+//!
+//! Likewise a loop's result that a kernel reads and a later reduction sums
+//! (batch norm's `dx`: the input-VJP convolution's operand and the previous
+//! convolution's bias gradient) is summed by the loop that writes it.
 
-use super::agreement::{first_disagreement, generic, random_inputs};
+use super::agreement::{first_disagreement, generic, random_inputs, REL, REL_ELEM};
 use den::eval_func;
 use exec::Plan;
 use ir::{Module, TensorType};
@@ -41,11 +45,15 @@ fn inputs(m: &Module, seed: u64) -> Vec<den::Value<f32>> {
 /// libm value's rounding in both but for an ulp now and then, so 1e-6
 /// element-wise and norm-wise.
 fn check(plan: &mut Plan, m: &Module, seed: u64) -> Option<String> {
+    check_within(plan, m, seed, (1e-6, 1e-6))
+}
+
+fn check_within(plan: &mut Plan, m: &Module, seed: u64, bounds: (f64, f64)) -> Option<String> {
     let got = plan.run(inputs(m, seed)).unwrap();
     let want = eval_func::<f32>(m, "main", inputs(m, seed), &generic())
         .unwrap()
         .outputs;
-    first_disagreement(&got, &want, (1e-6, 1e-6))
+    first_disagreement(&got, &want, bounds)
 }
 
 #[test]
@@ -72,4 +80,46 @@ fn a_fault_in_the_storing_pass_is_caught() {
     assert!(plan.perturb_first_fused_reduction_for_tests(1e-3));
     let caught = check(&mut plan, &m, 1);
     assert!(caught.is_some(), "the perturbed storing pass passed");
+}
+
+/// `d = a·b − c` read by a convolution, then summed per feature.
+const SUMMED_AFTER_A_KERNEL: &str = "func.func public @main(%a: tensor<4x6x10x10xf32>, %b: tensor<4x6x10x10xf32>, %c: tensor<4x6x10x10xf32>, %w: tensor<5x6x3x3xf32>) -> (tensor<4x5x10x10xf32>, tensor<6xf32>) {
+  %ab = stablehlo.multiply %a, %b : tensor<4x6x10x10xf32>
+  %d = stablehlo.subtract %ab, %c : tensor<4x6x10x10xf32>
+  %y = stablehlo.convolution(%d, %w) dim_numbers = [b, f, 0, 1]x[o, i, 0, 1]->[b, f, 0, 1], window = {stride = [1, 1], pad = [[1, 1], [1, 1]], lhs_dilate = [1, 1], rhs_dilate = [1, 1]} {batch_group_count = 1 : i64, feature_group_count = 1 : i64} : (tensor<4x6x10x10xf32>, tensor<5x6x3x3xf32>) -> tensor<4x5x10x10xf32>
+  %zero = stablehlo.constant dense<0.000000e+00> : tensor<f32>
+  %s = stablehlo.reduce(%d init: %zero) applies stablehlo.add across dimensions = [0, 2, 3] : (tensor<4x6x10x10xf32>, tensor<f32>) -> tensor<6xf32>
+  return %y, %s : tensor<4x5x10x10xf32>, tensor<6xf32>
+}
+";
+
+fn summed_after_a_kernel() -> (Module, Plan) {
+    let m = ir::parse::parse_module(SUMMED_AFTER_A_KERNEL, "summed.mlir").unwrap();
+    ir::verify_module(&m).unwrap();
+    let plan = Plan::compile(&m, "main").unwrap();
+    (m, plan)
+}
+
+#[test]
+fn a_loop_result_summed_after_a_kernel_is_summed_by_the_loop() {
+    let (m, mut plan) = summed_after_a_kernel();
+    let listing = plan.listing();
+    // One pass writes d (for the convolution) and sums it.
+    let passes: Vec<&String> = listing.iter().filter(|l| l.contains("len 2400 ")).collect();
+    assert_eq!(passes.len(), 1, "{listing:#?}");
+    assert!(passes[0].contains("stores"), "{listing:#?}");
+    // The convolution sums in its own order: the suite's usual bounds.
+    for seed in 1..4 {
+        let e = check_within(&mut plan, &m, seed, (REL, REL_ELEM));
+        assert_eq!(e, None, "seed {seed}");
+    }
+}
+
+#[test]
+fn a_fault_in_the_loop_that_sums_its_result_is_caught() {
+    let (m, mut plan) = summed_after_a_kernel();
+    assert_eq!(check_within(&mut plan, &m, 1, (REL, REL_ELEM)), None);
+    assert!(plan.perturb_first_fused_reduction_for_tests(1e-3));
+    let caught = check_within(&mut plan, &m, 1, (REL, REL_ELEM));
+    assert!(caught.is_some(), "the perturbed pass passed");
 }

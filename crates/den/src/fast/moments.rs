@@ -1,0 +1,120 @@
+//! The first two moments of each plane of a convolution result, taken while
+//! the plane is still in cache: batch norm's statistics without a pass of
+//! their own over the pre-BN tensor.
+//!
+//! Plane `i` (its `plane` contiguous elements) gets `out[2i] = Σ x` and
+//! `out[2i + 1] = Σ (x − x̄)²` about its own mean `x̄ = Σ x / plane`, both
+//! summed in f32 over 32 lanes in an order fixed by the plane length. Plane
+//! moments combine exactly into a whole feature's (Chan et al.: `M2 = Σ M2ᵢ +
+//! Σ nᵢ (x̄ᵢ − x̄)²`), which the caller does in f64.
+
+use rayon::prelude::*;
+
+/// Lanes of the partial sums: two AVX-512 registers, so the adds overlap.
+const LANES: usize = 32;
+
+/// The moments of every plane of `planes` into `out` (two per plane).
+pub(crate) fn plane_moments(planes: &[f32], plane: usize, out: &mut [f32]) {
+    assert!(
+        plane > 0 && planes.len().is_multiple_of(plane),
+        "moments of whole planes"
+    );
+    assert_eq!(
+        out.len(),
+        2 * (planes.len() / plane),
+        "two moments per plane"
+    );
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx512f") {
+        // SAFETY: the CPU has AVX-512F.
+        unsafe { moments_avx512(planes, plane, out) };
+        return;
+    }
+    moments(planes, plane, out)
+}
+
+/// [`plane_moments`] over many planes, split between threads by planes.
+pub(crate) fn plane_moments_par(planes: &[f32], plane: usize, out: &mut [f32]) {
+    assert!(plane > 0, "moments of whole planes");
+    // About 64 KiB of planes per task.
+    let per = (16384 / plane).max(1);
+    planes
+        .par_chunks(per * plane)
+        .zip(out.par_chunks_mut(2 * per))
+        .for_each(|(p, o)| plane_moments(p, plane, o));
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn moments_avx512(planes: &[f32], plane: usize, out: &mut [f32]) {
+    moments(planes, plane, out)
+}
+
+#[inline(always)]
+fn moments(planes: &[f32], plane: usize, out: &mut [f32]) {
+    for (xs, m) in planes.chunks_exact(plane).zip(out.chunks_exact_mut(2)) {
+        let sum = lane_sum(xs, |x| x);
+        let mean = sum / plane as f32;
+        m[0] = sum;
+        m[1] = lane_sum(xs, |x| (x - mean) * (x - mean));
+    }
+}
+
+/// `Σ f(x)`: `LANES` partial sums over whole chunks, added pairwise, then
+/// the tail in order.
+#[inline(always)]
+fn lane_sum(xs: &[f32], f: impl Fn(f32) -> f32) -> f32 {
+    let mut lanes = [0f32; LANES];
+    let chunks = xs.chunks_exact(LANES);
+    let tail = chunks.remainder();
+    for c in chunks {
+        for (l, &x) in lanes.iter_mut().zip(c) {
+            *l += f(x);
+        }
+    }
+    let mut half = [0f32; LANES / 2];
+    for (i, h) in half.iter_mut().enumerate() {
+        *h = lanes[i] + lanes[i + LANES / 2];
+    }
+    let mut quarter = [0f32; LANES / 4];
+    for (i, q) in quarter.iter_mut().enumerate() {
+        *q = half[i] + half[i + LANES / 4];
+    }
+    let s = ((quarter[0] + quarter[4]) + (quarter[2] + quarter[6]))
+        + ((quarter[1] + quarter[5]) + (quarter[3] + quarter[7]));
+    tail.iter().fold(s, |a, &x| a + f(x))
+}
+
+#[cfg(test)]
+mod tests {
+    /// Each plane's sum and centred sum of squares match an f64 evaluation
+    /// (planes shorter than, equal to and longer than the lanes, with tails).
+    #[test]
+    fn moments_match_f64_per_plane() {
+        for plane in [1usize, 5, 32, 33, 100, 1024] {
+            let n = 3 * plane;
+            let xs: Vec<f32> = (0..n)
+                .map(|i| ((i * 7919) % 113) as f32 * 0.37 - 20.0 + (i / plane) as f32 * 50.0)
+                .collect();
+            let mut got = vec![0f32; 6];
+            super::plane_moments(&xs, plane, &mut got);
+            let mut par = vec![0f32; 6];
+            super::plane_moments_par(&xs, plane, &mut par);
+            assert_eq!(got, par, "plane {plane}: threads change nothing");
+            for (k, p) in xs.chunks(plane).enumerate() {
+                let s: f64 = p.iter().map(|&x| x as f64).sum();
+                let m = s / plane as f64;
+                let m2: f64 = p.iter().map(|&x| (x as f64 - m).powi(2)).sum();
+                assert!(
+                    (got[2 * k] as f64 - s).abs() <= 1e-6 * s.abs().max(1.0),
+                    "sum {plane}"
+                );
+                assert!(
+                    (got[2 * k + 1] as f64 - m2).abs() <= 1e-5 * m2.max(1.0),
+                    "m2 {plane}: {} vs {m2}",
+                    got[2 * k + 1]
+                );
+            }
+        }
+    }
+}
