@@ -44,10 +44,54 @@ pub(crate) fn plane_moments_par(planes: &[f32], plane: usize, out: &mut [f32]) {
         .for_each(|(p, o)| plane_moments(p, plane, o));
 }
 
+/// [`moments`] on AVX-512 registers: the 32 lanes are two vectors (the
+/// compiler had vectorised the lane array two floats at a time), summed in
+/// the same order as the portable loop, so the same bits.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
 unsafe fn moments_avx512(planes: &[f32], plane: usize, out: &mut [f32]) {
-    moments(planes, plane, out)
+    use std::arch::x86_64::*;
+    let whole = plane / LANES * LANES;
+    let lanes_of = |a: __m512, b: __m512| {
+        let mut l = [0f32; LANES];
+        // SAFETY: `l` holds two vectors.
+        unsafe {
+            _mm512_storeu_ps(l.as_mut_ptr(), a);
+            _mm512_storeu_ps(l.as_mut_ptr().add(16), b);
+        }
+        l
+    };
+    for (xs, m) in planes.chunks_exact(plane).zip(out.chunks_exact_mut(2)) {
+        let p = xs.as_ptr();
+        // SAFETY: every load reads 16 floats at i, i + 16 < whole ≤ plane.
+        let (mut a, mut b) = (_mm512_setzero_ps(), _mm512_setzero_ps());
+        for i in (0..whole).step_by(LANES) {
+            unsafe {
+                a = _mm512_add_ps(a, _mm512_loadu_ps(p.add(i)));
+                b = _mm512_add_ps(b, _mm512_loadu_ps(p.add(i + 16)));
+            }
+        }
+        let sum = xs[whole..]
+            .iter()
+            .fold(combine(&lanes_of(a, b)), |s, &x| s + x);
+        let mean = sum / plane as f32;
+        let mv = _mm512_set1_ps(mean);
+        let (mut a, mut b) = (_mm512_setzero_ps(), _mm512_setzero_ps());
+        for i in (0..whole).step_by(LANES) {
+            // SAFETY: as above.
+            unsafe {
+                let d = _mm512_sub_ps(_mm512_loadu_ps(p.add(i)), mv);
+                let e = _mm512_sub_ps(_mm512_loadu_ps(p.add(i + 16)), mv);
+                a = _mm512_add_ps(a, _mm512_mul_ps(d, d));
+                b = _mm512_add_ps(b, _mm512_mul_ps(e, e));
+            }
+        }
+        let m2 = xs[whole..].iter().fold(combine(&lanes_of(a, b)), |s, &x| {
+            s + (x - mean) * (x - mean)
+        });
+        m[0] = sum;
+        m[1] = m2;
+    }
 }
 
 #[inline(always)]
@@ -60,8 +104,8 @@ fn moments(planes: &[f32], plane: usize, out: &mut [f32]) {
     }
 }
 
-/// `Σ f(x)`: `LANES` partial sums over whole chunks, added pairwise, then
-/// the tail in order.
+/// `Σ f(x)`: `LANES` partial sums over whole chunks, combined by
+/// [`combine`], then the tail in order.
 #[inline(always)]
 fn lane_sum(xs: &[f32], f: impl Fn(f32) -> f32) -> f32 {
     let mut lanes = [0f32; LANES];
@@ -72,17 +116,20 @@ fn lane_sum(xs: &[f32], f: impl Fn(f32) -> f32) -> f32 {
             *l += f(x);
         }
     }
-    let mut half = [0f32; LANES / 2];
-    for (i, h) in half.iter_mut().enumerate() {
-        *h = lanes[i] + lanes[i + LANES / 2];
+    tail.iter().fold(combine(&lanes), |a, &x| a + f(x))
+}
+
+/// The lanes' total: halves added lane by lane (32 → 16 → 8 → 4), then
+/// `(r0 + r2) + (r1 + r3)`.
+#[inline(always)]
+fn combine(lanes: &[f32; LANES]) -> f32 {
+    let mut w = [0f32; LANES / 2];
+    for (i, h) in w.iter_mut().enumerate() {
+        *h = lanes[i] + lanes[i + 16];
     }
-    let mut quarter = [0f32; LANES / 4];
-    for (i, q) in quarter.iter_mut().enumerate() {
-        *q = half[i] + half[i + LANES / 4];
-    }
-    let s = ((quarter[0] + quarter[4]) + (quarter[2] + quarter[6]))
-        + ((quarter[1] + quarter[5]) + (quarter[3] + quarter[7]));
-    tail.iter().fold(s, |a, &x| a + f(x))
+    let q: [f32; 8] = std::array::from_fn(|i| w[i] + w[i + 8]);
+    let r: [f32; 4] = std::array::from_fn(|i| q[i] + q[i + 4]);
+    (r[0] + r[2]) + (r[1] + r[3])
 }
 
 #[cfg(test)]
@@ -101,6 +148,14 @@ mod tests {
             let mut par = vec![0f32; 6];
             super::plane_moments_par(&xs, plane, &mut par);
             assert_eq!(got, par, "plane {plane}: threads change nothing");
+            let mut portable = vec![0f32; 6];
+            super::moments(&xs, plane, &mut portable);
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(
+                bits(&got),
+                bits(&portable),
+                "plane {plane}: the vector path's bits"
+            );
             for (k, p) in xs.chunks(plane).enumerate() {
                 let s: f64 = p.iter().map(|&x| x as f64).sum();
                 let m = s / plane as f64;
