@@ -33,7 +33,53 @@ use rayon::prelude::*;
 use super::float::FastFloat;
 use crate::tensor::row_major_strides;
 
+mod avx2;
 pub(crate) mod avx512;
+
+/// The register transposition of 16 × 16 f32 blocks the CPU runs (the
+/// scatter's and the kernel packing's; both are the scalar loops' bits).
+#[cfg(target_arch = "x86_64")]
+#[derive(Clone, Copy)]
+enum Transpose16 {
+    Avx512,
+    Avx2,
+}
+
+#[cfg(target_arch = "x86_64")]
+impl Transpose16 {
+    fn detect() -> Option<Self> {
+        if avx512::available() {
+            Some(Self::Avx512)
+        } else if avx2::available() {
+            Some(Self::Avx2)
+        } else {
+            None
+        }
+    }
+
+    /// # Safety
+    /// The contract of `avx512::transpose16_f32` (the CPU's features are
+    /// what [`Transpose16::detect`] found).
+    unsafe fn run(
+        self,
+        src: *const f32,
+        src_stride: usize,
+        dst: *mut f32,
+        dst_stride: usize,
+        cols: usize,
+        bias: Option<&[f32]>,
+    ) {
+        // SAFETY: forwarded contract.
+        unsafe {
+            match self {
+                Self::Avx512 => {
+                    avx512::transpose16_f32(src, src_stride, dst, dst_stride, cols, bias)
+                }
+                Self::Avx2 => avx2::transpose16_f32(src, src_stride, dst, dst_stride, cols, bias),
+            }
+        }
+    }
+}
 
 /// One ungrouped convolution: input `[batch][in_features][in_spatial…]`, kernel
 /// `[out_features][in_features][kernel_spatial…]` (window reversal already
@@ -514,12 +560,15 @@ fn pack_kernel_with<U: FastFloat>(
     // output feature's row is read.
     const BLOCK: usize = 256;
     #[cfg(target_arch = "x86_64")]
-    let vector = vectorise && TypeId::of::<U>() == TypeId::of::<f32>() && avx512::available();
+    let transpose =
+        Transpose16::detect().filter(|_| vectorise && TypeId::of::<U>() == TypeId::of::<f32>());
     #[cfg(not(target_arch = "x86_64"))]
     let vector = {
         let _ = vectorise;
         false
     };
+    #[cfg(target_arch = "x86_64")]
+    let vector = transpose.is_some();
     // Output features taken 16 at a time by the register transposition.
     let o_vec = if vector { o / 16 * 16 } else { 0 };
     v.par_chunks_mut(BLOCK * opad)
@@ -548,10 +597,11 @@ fn pack_kernel_with<U: FastFloat>(
                             let at = o0 * strides[0] + base + jj;
                             assert!(at + 15 * strides[0] + 16 <= src.len());
                             assert!((j + jj + 15) * opad + o0 + 16 <= out.len());
-                            // SAFETY: AVX-512F is present; the asserts bound
-                            // the 16 feature rows read and the 16 k rows written.
+                            // SAFETY: the CPU runs `transpose` (o_vec > 0);
+                            // the asserts bound the 16 feature rows read and
+                            // the 16 k rows written.
                             unsafe {
-                                avx512::transpose16_f32(
+                                transpose.expect("o_vec > 0").run(
                                     src.as_ptr().add(at),
                                     strides[0],
                                     out.as_mut_ptr().add((j + jj) * opad + o0),
@@ -614,13 +664,14 @@ fn scatter_with<U: FastFloat>(
 ) {
     const BLOCK: usize = 16;
     // Whole 16 × 16 blocks transposed in registers where the CPU has
-    // AVX-512 (the scalar transposition below was ~7 % of a cifar8 step).
+    // AVX-512 or AVX2 (the scalar transposition below was ~7 % of a cifar8
+    // step).
     let mut vector_p = 0;
     #[cfg(target_arch = "x86_64")]
-    if let (Some(acc32), Some(out32), true) = (
+    if let (Some(acc32), Some(out32), Some(transpose)) = (
         same_type::<U, f32>(acc),
         same_type_mut::<U, f32>(out),
-        vectorise && avx512::available(),
+        Transpose16::detect().filter(|_| vectorise),
     ) {
         vector_p = p / BLOCK * BLOCK;
         let bias32 = bias.map(|b| same_type::<U, f32>(b).expect("bias has the output's type"));
@@ -632,11 +683,11 @@ fn scatter_with<U: FastFloat>(
                     let cols = (o - o0).min(BLOCK);
                     let at = b * o * p + o0 * p + p0;
                     assert!(at + (cols - 1) * p + BLOCK <= out32.len());
-                    // SAFETY: AVX-512F is present; the asserts bound the 16
-                    // source rows of 16 (within `opad`) and the `cols`
-                    // destination rows of 16 (positions p0..p0 + 16 ≤ p).
+                    // SAFETY: the CPU runs `transpose`; the asserts bound
+                    // the 16 source rows of 16 (within `opad`) and the
+                    // `cols` destination rows of 16 (positions p0..p0 + 16 ≤ p).
                     unsafe {
-                        avx512::transpose16_f32(
+                        transpose.run(
                             src.as_ptr(),
                             opad,
                             out32.as_mut_ptr().add(at),

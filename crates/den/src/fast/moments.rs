@@ -10,7 +10,8 @@
 
 use rayon::prelude::*;
 
-/// Lanes of the partial sums: two AVX-512 registers, so the adds overlap.
+/// Lanes of the partial sums: two AVX-512 registers (four AVX ones), so the
+/// adds overlap.
 const LANES: usize = 32;
 
 /// The moments of every plane of `planes` into `out` (two per plane).
@@ -28,6 +29,12 @@ pub(crate) fn plane_moments(planes: &[f32], plane: usize, out: &mut [f32]) {
     if std::arch::is_x86_feature_detected!("avx512f") {
         // SAFETY: the CPU has AVX-512F.
         unsafe { moments_avx512(planes, plane, out) };
+        return;
+    }
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx") {
+        // SAFETY: the CPU has AVX.
+        unsafe { moments_avx(planes, plane, out) };
         return;
     }
     moments(planes, plane, out)
@@ -89,6 +96,51 @@ unsafe fn moments_avx512(planes: &[f32], plane: usize, out: &mut [f32]) {
         let m2 = xs[whole..].iter().fold(combine(&lanes_of(a, b)), |s, &x| {
             s + (x - mean) * (x - mean)
         });
+        m[0] = sum;
+        m[1] = m2;
+    }
+}
+
+/// [`moments`] on AVX registers (CPUs without AVX-512): the 32 lanes are
+/// four vectors, summed in the portable loop's order, so the same bits.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx")]
+unsafe fn moments_avx(planes: &[f32], plane: usize, out: &mut [f32]) {
+    use std::arch::x86_64::*;
+    let whole = plane / LANES * LANES;
+    let lanes_of = |a: [__m256; 4]| {
+        let mut l = [0f32; LANES];
+        for (q, v) in a.into_iter().enumerate() {
+            // SAFETY: `l` holds four vectors.
+            unsafe { _mm256_storeu_ps(l.as_mut_ptr().add(8 * q), v) };
+        }
+        l
+    };
+    for (xs, m) in planes.chunks_exact(plane).zip(out.chunks_exact_mut(2)) {
+        let p = xs.as_ptr();
+        let mut a = [_mm256_setzero_ps(); 4];
+        for i in (0..whole).step_by(LANES) {
+            for (q, acc) in a.iter_mut().enumerate() {
+                // SAFETY: reads 8 floats at i + 8q, i + 32 ≤ whole ≤ plane.
+                *acc = _mm256_add_ps(*acc, unsafe { _mm256_loadu_ps(p.add(i + 8 * q)) });
+            }
+        }
+        let sum = xs[whole..]
+            .iter()
+            .fold(combine(&lanes_of(a)), |s, &x| s + x);
+        let mean = sum / plane as f32;
+        let mv = _mm256_set1_ps(mean);
+        let mut a = [_mm256_setzero_ps(); 4];
+        for i in (0..whole).step_by(LANES) {
+            for (q, acc) in a.iter_mut().enumerate() {
+                // SAFETY: as above.
+                let d = _mm256_sub_ps(unsafe { _mm256_loadu_ps(p.add(i + 8 * q)) }, mv);
+                *acc = _mm256_add_ps(*acc, _mm256_mul_ps(d, d));
+            }
+        }
+        let m2 = xs[whole..]
+            .iter()
+            .fold(combine(&lanes_of(a)), |s, &x| s + (x - mean) * (x - mean));
         m[0] = sum;
         m[1] = m2;
     }
@@ -156,6 +208,17 @@ mod tests {
                 bits(&portable),
                 "plane {plane}: the vector path's bits"
             );
+            #[cfg(target_arch = "x86_64")]
+            if std::arch::is_x86_feature_detected!("avx") {
+                let mut avx = vec![0f32; 6];
+                // SAFETY: the CPU has AVX.
+                unsafe { super::moments_avx(&xs, plane, &mut avx) };
+                assert_eq!(
+                    bits(&avx),
+                    bits(&portable),
+                    "plane {plane}: the AVX path's bits"
+                );
+            }
             for (k, p) in xs.chunks(plane).enumerate() {
                 let s: f64 = p.iter().map(|&x| x as f64).sum();
                 let m = s / plane as f64;

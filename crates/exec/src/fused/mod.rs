@@ -56,6 +56,14 @@ pub(crate) enum Node {
     NotZero(usize),
 }
 
+/// `1 / v` when it is exact and normal (`v = ±2^e`, |e| ≤ 126), so that
+/// `x / v` and `x · (1 / v)` are the same IEEE result for every `x`.
+fn exact_reciprocal(v: f32) -> Option<f32> {
+    let power_of_two = v.is_normal() && v.to_bits() & 0x007f_ffff == 0;
+    let inverse = 1.0 / v;
+    (power_of_two && inverse.is_normal()).then_some(inverse)
+}
+
 /// A fused program; its value is the last node's register.
 #[derive(Clone, Debug)]
 pub(crate) struct Program {
@@ -223,6 +231,15 @@ impl Program {
                 _ => &lo[k * CHUNK..k * CHUNK + len],
             };
             match (node, one_uniform) {
+                // Division by a uniform power of two is multiplication by its
+                // exact reciprocal: both round the same real number once, so
+                // the same bits, without the divider (batch norm's 1/N).
+                (Node::Binary(BinaryOp::Divide, a, _), Some((false, v)))
+                    if exact_reciprocal(v).is_some() =>
+                {
+                    let inverse = exact_reciprocal(v).expect("checked in the guard");
+                    binary(BinaryOp::Multiply, (r(*a), inverse), out)
+                }
                 (Node::Binary(b, _, c), Some((true, v))) => binary(*b, (v, r(*c)), out),
                 (Node::Binary(b, a, _), Some((false, v))) => binary(*b, (r(*a), v), out),
                 (Node::Compare(d, total, _, c), Some((true, v))) => {
@@ -715,6 +732,62 @@ impl Input<'_> {
             Input::Float(p, len) => unsafe { std::slice::from_raw_parts(*p, *len) },
             Input::Owned(v) => v,
             Input::Borrowed(v) => v,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::exact_reciprocal;
+
+    /// Division by a power of two and multiplication by its reciprocal are
+    /// the same bits on every kind of dividend (normal, subnormal results,
+    /// overflow, ±0, ±∞, NaN); divisors whose reciprocal would round, or be
+    /// subnormal, or that are not finite, are refused.
+    #[test]
+    fn power_of_two_division_is_reciprocal_multiplication() {
+        let dividends = [
+            1.0f32,
+            -3.7,
+            1e-38,
+            -1.5e-39,
+            f32::from_bits(1),
+            3.4e38,
+            0.0,
+            -0.0,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            f32::NAN,
+            123456.79,
+            -7.006e-5,
+        ];
+        let mut divisors = 0;
+        for e in -126..=126 {
+            for sign in [1.0f32, -1.0] {
+                let v = sign * 2f32.powi(e);
+                let inverse = exact_reciprocal(v).expect("a power of two in range");
+                divisors += 1;
+                for &x in &dividends {
+                    let (q, p) = (x / v, x * inverse);
+                    assert!(
+                        q.to_bits() == p.to_bits() || (q.is_nan() && p.is_nan()),
+                        "{x} / {v}: {q} vs {p}"
+                    );
+                }
+            }
+        }
+        assert_eq!(divisors, 2 * 253);
+        for v in [
+            3.0f32,
+            0.1,
+            1.5,
+            2f32.powi(127),
+            2f32.powi(-127),
+            0.0,
+            f32::INFINITY,
+            f32::NAN,
+        ] {
+            assert_eq!(exact_reciprocal(v), None, "{v}");
         }
     }
 }
