@@ -36,48 +36,20 @@ use crate::tensor::row_major_strides;
 mod avx2;
 pub(crate) mod avx512;
 
-/// The register transposition of 16 × 16 f32 blocks the CPU runs (the
-/// scatter's and the kernel packing's; both are the scalar loops' bits).
+/// A register transposition of a 16 × 16 f32 block (the scatter's and the
+/// kernel packing's; the contract of `avx512::transpose16_f32`).
 #[cfg(target_arch = "x86_64")]
-#[derive(Clone, Copy)]
-enum Transpose16 {
-    Avx512,
-    Avx2,
-}
+type Transpose16 = unsafe fn(*const f32, usize, *mut f32, usize, usize, Option<&[f32]>);
 
+/// The transposition the CPU runs, if any: the same bits as the scalar loops.
 #[cfg(target_arch = "x86_64")]
-impl Transpose16 {
-    fn detect() -> Option<Self> {
-        if avx512::available() {
-            Some(Self::Avx512)
-        } else if avx2::available() {
-            Some(Self::Avx2)
-        } else {
-            None
-        }
-    }
-
-    /// # Safety
-    /// The contract of `avx512::transpose16_f32` (the CPU's features are
-    /// what [`Transpose16::detect`] found).
-    unsafe fn run(
-        self,
-        src: *const f32,
-        src_stride: usize,
-        dst: *mut f32,
-        dst_stride: usize,
-        cols: usize,
-        bias: Option<&[f32]>,
-    ) {
-        // SAFETY: forwarded contract.
-        unsafe {
-            match self {
-                Self::Avx512 => {
-                    avx512::transpose16_f32(src, src_stride, dst, dst_stride, cols, bias)
-                }
-                Self::Avx2 => avx2::transpose16_f32(src, src_stride, dst, dst_stride, cols, bias),
-            }
-        }
+fn transpose16() -> Option<Transpose16> {
+    if avx512::available() {
+        Some(avx512::transpose16_f32)
+    } else if avx2::available() {
+        Some(avx2::transpose16_f32)
+    } else {
+        None
     }
 }
 
@@ -560,8 +532,7 @@ fn pack_kernel_with<U: FastFloat>(
     // output feature's row is read.
     const BLOCK: usize = 256;
     #[cfg(target_arch = "x86_64")]
-    let transpose =
-        Transpose16::detect().filter(|_| vectorise && TypeId::of::<U>() == TypeId::of::<f32>());
+    let transpose = transpose16().filter(|_| vectorise && TypeId::of::<U>() == TypeId::of::<f32>());
     #[cfg(not(target_arch = "x86_64"))]
     let vector = {
         let _ = vectorise;
@@ -601,7 +572,7 @@ fn pack_kernel_with<U: FastFloat>(
                             // the asserts bound the 16 feature rows read and
                             // the 16 k rows written.
                             unsafe {
-                                transpose.expect("o_vec > 0").run(
+                                transpose.expect("o_vec > 0")(
                                     src.as_ptr().add(at),
                                     strides[0],
                                     out.as_mut_ptr().add((j + jj) * opad + o0),
@@ -671,7 +642,7 @@ fn scatter_with<U: FastFloat>(
     if let (Some(acc32), Some(out32), Some(transpose)) = (
         same_type::<U, f32>(acc),
         same_type_mut::<U, f32>(out),
-        Transpose16::detect().filter(|_| vectorise),
+        transpose16().filter(|_| vectorise),
     ) {
         vector_p = p / BLOCK * BLOCK;
         let bias32 = bias.map(|b| same_type::<U, f32>(b).expect("bias has the output's type"));
@@ -687,7 +658,7 @@ fn scatter_with<U: FastFloat>(
                     // the 16 source rows of 16 (within `opad`) and the
                     // `cols` destination rows of 16 (positions p0..p0 + 16 ≤ p).
                     unsafe {
-                        transpose.run(
+                        transpose(
                             src.as_ptr(),
                             opad,
                             out32.as_mut_ptr().add(at),
