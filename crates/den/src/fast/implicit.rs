@@ -38,19 +38,20 @@ pub(crate) mod avx512;
 
 /// A register transposition of a 16 × 16 f32 block (the scatter's and the
 /// kernel packing's; the contract of `avx512::transpose16_f32`).
-#[cfg(target_arch = "x86_64")]
 type Transpose16 = unsafe fn(*const f32, usize, *mut f32, usize, usize, Option<&[f32]>);
 
 /// The transposition the CPU runs, if any: the same bits as the scalar loops.
-#[cfg(target_arch = "x86_64")]
 fn transpose16() -> Option<Transpose16> {
-    if avx512::available() {
-        Some(avx512::transpose16_f32)
-    } else if avx2::available() {
-        Some(avx2::transpose16_f32)
-    } else {
-        None
+    #[cfg(target_arch = "x86_64")]
+    {
+        if avx512::available() {
+            return Some(avx512::transpose16_f32);
+        }
+        if avx2::available() {
+            return Some(avx2::transpose16_f32);
+        }
     }
+    None
 }
 
 /// One ungrouped convolution: input `[batch][in_features][in_spatial…]`, kernel
@@ -531,17 +532,9 @@ fn pack_kernel_with<U: FastFloat>(
     // Blocks of the reduction keep the written lines of V in cache while every
     // output feature's row is read.
     const BLOCK: usize = 256;
-    #[cfg(target_arch = "x86_64")]
     let transpose = transpose16().filter(|_| vectorise && TypeId::of::<U>() == TypeId::of::<f32>());
-    #[cfg(not(target_arch = "x86_64"))]
-    let vector = {
-        let _ = vectorise;
-        false
-    };
-    #[cfg(target_arch = "x86_64")]
-    let vector = transpose.is_some();
     // Output features taken 16 at a time by the register transposition.
-    let o_vec = if vector { o / 16 * 16 } else { 0 };
+    let o_vec = if transpose.is_some() { o / 16 * 16 } else { 0 };
     v.par_chunks_mut(BLOCK * opad)
         .enumerate()
         .for_each(|(blk, dst)| {
@@ -556,7 +549,6 @@ fn pack_kernel_with<U: FastFloat>(
                 let (c, t) = ((k0 + j) / taps, (k0 + j) % taps);
                 let len = (taps - t).min(n - j);
                 let base = c * strides[1] + t;
-                #[cfg(target_arch = "x86_64")]
                 if o_vec > 0 {
                     let (src, out) = (
                         same_type::<U, f32>(rhs).expect("U is f32"),
@@ -638,7 +630,6 @@ fn scatter_with<U: FastFloat>(
     // AVX-512 or AVX2 (the scalar transposition below was ~7 % of a cifar8
     // step).
     let mut vector_p = 0;
-    #[cfg(target_arch = "x86_64")]
     if let (Some(acc32), Some(out32), Some(transpose)) = (
         same_type::<U, f32>(acc),
         same_type_mut::<U, f32>(out),
