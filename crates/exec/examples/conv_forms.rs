@@ -7,7 +7,13 @@
 //! this splits that line.
 //!
 //! `cargo run --release -p exec --example conv_forms -- [--net resnet34]
-//! [--batch 8] [--reps 3]`
+//! [--batch 8] [--reps 3] [--ab-layout]`
+//!
+//! `--ab-layout` times every form in both layouts of the implicit GEMM's
+//! packed kernel (one-register panels, the default, and row-major, the
+//! layout before them), alternating calls in this one process, and prints
+//! each form's panels/row-major ratio of best times: on this shared,
+//! noisy machine only such paired figures compare.
 
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -36,6 +42,7 @@ fn main() {
     let net_name = opt_val("--net").unwrap_or_else(|| "resnet34".into());
     let batch: i64 = opt_val("--batch").map_or(8, |b| b.parse().expect("--batch N"));
     let reps: usize = opt_val("--reps").map_or(3, |r| r.parse().expect("--reps N"));
+    let ab_layout = args.iter().any(|a| a == "--ab-layout");
     let net = layers::net::by_name(&net_name).expect("a built-in net name");
     let r = render_step(
         &net,
@@ -88,7 +95,7 @@ fn main() {
         "  {:<44} {:>5} {:>9} {:>8} {:>8}",
         "form", "calls", "GFLOP", "ms", "GFLOP/s"
     );
-    let (mut total_ms, mut total_gf) = (0.0, 0.0);
+    let (mut total_ms, mut total_gf, mut total_row_major_ms) = (0.0, 0.0, 0.0);
     let mut by_kind: BTreeMap<&'static str, (f64, f64)> = BTreeMap::new();
     for (_, calls, l, k, o, a) in &convs {
         let d = &a.dims;
@@ -114,22 +121,37 @@ fn main() {
         let lt = Tensor::new(l.clone(), fill(l.iter().product()));
         let kt = Tensor::new(k.clone(), fill(k.iter().product()));
         let run = || fast::convolution(&lt, &kt, a, o);
-        run();
-        let best = (0..reps)
-            .map(|_| {
-                let t = Instant::now();
-                std::hint::black_box(run());
-                t.elapsed().as_secs_f64()
-            })
-            .fold(f64::INFINITY, f64::min);
+        let time = |row_major: bool| {
+            fast::set_row_major_kernel_layout(row_major);
+            let t = Instant::now();
+            std::hint::black_box(run());
+            t.elapsed().as_secs_f64()
+        };
+        time(false);
+        let (mut best, mut best_row_major) = (f64::INFINITY, f64::INFINITY);
+        for _ in 0..reps {
+            best = best.min(time(false));
+            if ab_layout {
+                best_row_major = best_row_major.min(time(true));
+            }
+        }
+        fast::set_row_major_kernel_layout(false);
+        if ab_layout {
+            total_row_major_ms += best_row_major * 1e3 * *calls as f64;
+        }
         let ms = best * 1e3 * *calls as f64;
         total_ms += ms;
         total_gf += gflop * *calls as f64;
         let e = by_kind.entry(kind).or_default();
         e.0 += ms;
         e.1 += gflop * *calls as f64;
+        let ratio = if ab_layout {
+            format!("  panels/row-major {:.3}", best / best_row_major)
+        } else {
+            String::new()
+        };
         println!(
-            "  {form:<44} {calls:>5} {:>9.3} {ms:>8.2} {:>8.1}",
+            "  {form:<44} {calls:>5} {:>9.3} {ms:>8.2} {:>8.1}{ratio}",
             gflop * *calls as f64,
             gflop / best
         );
@@ -147,4 +169,10 @@ fn main() {
         total_gf,
         total_gf / (total_ms * 1e-3)
     );
+    if ab_layout {
+        println!(
+            "  row-major layout, same calls: {total_row_major_ms:.2} ms; panels/row-major {:.3}",
+            total_ms / total_row_major_ms
+        );
+    }
 }

@@ -286,8 +286,17 @@ impl ImplicitConv<'_> {
         }
 
         let opad = self.out_features.div_ceil(U::NV) * U::NV;
+        let panels = Panels::for_tiles::<U>(opad);
         with_scratch(channels * taps * opad, |v: &mut [U]| {
-            pack_kernel(rhs, self.out_features, self.rhs_strides, taps, opad, v);
+            pack_kernel(
+                rhs,
+                self.out_features,
+                self.rhs_strides,
+                taps,
+                opad,
+                panels,
+                v,
+            );
             self.run_packed(
                 lhs,
                 v,
@@ -297,7 +306,7 @@ impl ImplicitConv<'_> {
                 &padded,
                 &tap_offsets,
                 &origin,
-                opad,
+                (opad, panels),
             );
         });
     }
@@ -313,7 +322,7 @@ impl ImplicitConv<'_> {
         padded: &[usize],
         tap_offsets: &[usize],
         origin: &[usize],
-        opad: usize,
+        (opad, panels): (usize, Panels),
     ) {
         let plane: usize = padded.iter().product();
         let channels = self.in_features;
@@ -352,12 +361,17 @@ impl ImplicitConv<'_> {
                     with_scratch(self.batch * chans * plane, |x: &mut [U]| {
                         copier.fill(lhs, 0..self.batch, c0..c1, chans, x);
                         let ks = (c1 - c0) * taps;
+                        let kernel = Packed {
+                            data: v,
+                            opad,
+                            panels,
+                        };
                         tiles(
                             x,
                             &rows,
                             &cols[..ks],
-                            &v[c0 * taps * opad..c1 * taps * opad],
-                            opad,
+                            kernel,
+                            c0 * taps,
                             V_BLOCK_SLICED,
                             &mut acc,
                         );
@@ -371,7 +385,7 @@ impl ImplicitConv<'_> {
                     *a += b;
                 }
             }
-            scatter(&sum, opad, o, p, out, bias);
+            scatter(&sum, (opad, panels), o, p, out, bias);
             if let Some(m) = moments {
                 let planes = same_type::<U, f32>(out).expect("plane moments of an f32 result");
                 super::moments::plane_moments_par(planes, p, m);
@@ -403,8 +417,13 @@ impl ImplicitConv<'_> {
                     copier.fill(lhs, b0..b0 + examples, 0..channels, channels, x);
                     // Every tile is overwritten: the accumulators need no clearing.
                     with_scratch(rows.len() * opad, |acc: &mut [U]| {
-                        tiles(x, rows, &cols, v, opad, V_BLOCK_ROWS, acc);
-                        scatter(acc, opad, o, p, block, bias);
+                        let kernel = Packed {
+                            data: v,
+                            opad,
+                            panels,
+                        };
+                        tiles(x, rows, &cols, kernel, 0, V_BLOCK_ROWS, acc);
+                        scatter(acc, (opad, panels), o, p, block, bias);
                     });
                     if let Some(m) = &moments {
                         let planes =
@@ -503,18 +522,70 @@ impl PlaneCopier {
     }
 }
 
+/// Where the `opad` output-feature columns of the packed kernel `V[k][o]` and
+/// of the accumulators `acc[r][o]` lie: in panels of `width` columns, each
+/// panel holding all its rows contiguously, so element `(row, o)` of a
+/// `rows`-row matrix is at `(o / width) · rows · width + row · width + o %
+/// width`. `width = opad` is plain row-major (the tests' reference layout);
+/// the tiles read `width = NV` (one vector register), which makes every
+/// register tile's slice of `V` and of the accumulators one contiguous run. Row-major slices stride by `opad`: for
+/// 512 features (2 KiB) a 128-row slice of `V` fell into two L1 sets and
+/// across 64 pages, and ResNet-34's 7 × 7, 512-feature convolutions ran at
+/// ~55 % of the rate of its other 3 × 3 convolutions on an AVX2 CPU.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Panels {
+    width: usize,
+}
+
+/// See [`set_row_major_kernel_layout`].
+static ROW_MAJOR_KERNEL: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Lays the implicit-GEMM convolution's packed kernel and accumulators out
+/// row-major (`true`) instead of in one-register panels (`false`, the
+/// default): the layout before panels, kept so a benchmark can compare the
+/// two in one process (`conv_forms --ab-layout`). Both give the same bits.
+pub fn set_row_major_kernel_layout(row_major: bool) {
+    ROW_MAJOR_KERNEL.store(row_major, std::sync::atomic::Ordering::Relaxed);
+}
+
+impl Panels {
+    /// The layout the tile loops read (AVX-512, AVX2 and portable alike).
+    fn for_tiles<U: TileFloat>(opad: usize) -> Panels {
+        if ROW_MAJOR_KERNEL.load(std::sync::atomic::Ordering::Relaxed) {
+            return Panels { width: opad };
+        }
+        Panels { width: U::NV }
+    }
+
+    /// Index of element `(row, o)` of a matrix of `rows` rows.
+    #[inline(always)]
+    fn at(self, rows: usize, row: usize, o: usize) -> usize {
+        (o / self.width) * rows * self.width + row * self.width + o % self.width
+    }
+}
+
+/// The packed kernel: `opad` columns per reduction row, laid out in `panels`.
+#[derive(Clone, Copy)]
+struct Packed<'a, U> {
+    data: &'a [U],
+    opad: usize,
+    panels: Panels,
+}
+
 /// The kernel as `V[k][opad]` with `k = (c, t)` (output features padded with
-/// zeros), into `v`: element `(o, c, t)` is read at `o · strides[0] + c ·
-/// strides[1] + t`, `t` ranging over the `taps` contiguous kernel offsets.
+/// zeros) in the layout `panels`, into `v`: element `(o, c, t)` is read at
+/// `o · strides[0] + c · strides[1] + t`, `t` ranging over the `taps`
+/// contiguous kernel offsets.
 fn pack_kernel<U: FastFloat>(
     rhs: &[U],
     o: usize,
     strides: [usize; 2],
     taps: usize,
     opad: usize,
+    panels: Panels,
     v: &mut [U],
 ) {
-    pack_kernel_with(rhs, o, strides, taps, opad, v, true)
+    pack_kernel_with(rhs, o, strides, taps, (opad, panels), v, true)
 }
 
 /// [`pack_kernel`], with 16 × 16 blocks transposed in registers only when
@@ -525,50 +596,66 @@ fn pack_kernel_with<U: FastFloat>(
     o: usize,
     strides: [usize; 2],
     taps: usize,
-    opad: usize,
+    (opad, panels): (usize, Panels),
     v: &mut [U],
     vectorise: bool,
 ) {
     // Blocks of the reduction keep the written lines of V in cache while every
     // output feature's row is read.
     const BLOCK: usize = 256;
-    let transpose = transpose16().filter(|_| vectorise && TypeId::of::<U>() == TypeId::of::<f32>());
-    // Output features taken 16 at a time by the register transposition.
-    let o_vec = if transpose.is_some() { o / 16 * 16 } else { 0 };
-    v.par_chunks_mut(BLOCK * opad)
+    let width = panels.width;
+    assert!(width > 0 && opad.is_multiple_of(width) && v.len().is_multiple_of(opad));
+    let k_len = v.len() / opad;
+    let transpose = transpose16()
+        .filter(|_| vectorise && TypeId::of::<U>() == TypeId::of::<f32>() && width % 16 == 0);
+    v.par_chunks_mut(k_len.max(1) * width)
         .enumerate()
-        .for_each(|(blk, dst)| {
+        .flat_map(|(panel, cols)| {
+            cols.par_chunks_mut(BLOCK * width)
+                .enumerate()
+                .map(move |(blk, dst)| (panel, blk, dst))
+        })
+        .for_each(|(panel, blk, dst)| {
             let k0 = blk * BLOCK;
-            let n = dst.len() / opad;
-            if opad > o {
+            let n = dst.len() / width;
+            // The panel's real output features o_lo..o_hi.
+            let o_lo = panel * width;
+            let o_hi = (o_lo + width).min(o);
+            if o_lo + width > o {
                 dst.fill(U::ZERO);
             }
+            // Output features taken 16 at a time by the register transposition.
+            let o_vec = if transpose.is_some() {
+                o_lo + o_hi.saturating_sub(o_lo) / 16 * 16
+            } else {
+                o_lo
+            };
             // The block's k range, in runs of one input feature's taps.
             let mut j = 0;
             while j < n {
                 let (c, t) = ((k0 + j) / taps, (k0 + j) % taps);
                 let len = (taps - t).min(n - j);
                 let base = c * strides[1] + t;
-                if o_vec > 0 {
+                if o_vec > o_lo {
                     let (src, out) = (
                         same_type::<U, f32>(rhs).expect("U is f32"),
                         same_type_mut::<U, f32>(dst).expect("U is f32"),
                     );
                     let len_vec = len / 16 * 16;
-                    for o0 in (0..o_vec).step_by(16) {
+                    for o0 in (o_lo..o_vec).step_by(16) {
                         for jj in (0..len_vec).step_by(16) {
                             let at = o0 * strides[0] + base + jj;
                             assert!(at + 15 * strides[0] + 16 <= src.len());
-                            assert!((j + jj + 15) * opad + o0 + 16 <= out.len());
-                            // SAFETY: the CPU runs `transpose` (o_vec > 0);
+                            assert!((j + jj + 15) * width + o0 - o_lo + 16 <= out.len());
+                            // SAFETY: the CPU runs `transpose` (o_vec > o_lo);
                             // the asserts bound the 16 feature rows read and
                             // the 16 k rows written.
                             unsafe {
-                                transpose.expect("o_vec > 0")(
+                                transpose.expect("o_vec > o_lo")(
                                     src.as_ptr().add(at),
                                     strides[0],
-                                    out.as_mut_ptr().add((j + jj) * opad + o0),
-                                    opad,
+                                    out.as_mut_ptr().add((j + jj) * width + o0 - o_lo),
+                                    width,
                                     16,
                                     None,
                                 )
@@ -577,15 +664,15 @@ fn pack_kernel_with<U: FastFloat>(
                         for oi in o0..o0 + 16 {
                             let at = oi * strides[0] + base;
                             for jj in len_vec..len {
-                                out[(j + jj) * opad + oi] = src[at + jj];
+                                out[(j + jj) * width + oi - o_lo] = src[at + jj];
                             }
                         }
                     }
                 }
-                for oi in o_vec..o {
+                for oi in o_vec..o_hi {
                     let at = oi * strides[0] + base;
                     for (jj, &w) in rhs[at..at + len].iter().enumerate() {
-                        dst[(j + jj) * opad + oi] = w;
+                        dst[(j + jj) * width + oi - o_lo] = w;
                     }
                 }
                 j += len;
@@ -601,24 +688,25 @@ fn padded_rows(bases: impl Iterator<Item = usize>, mr: usize) -> Vec<usize> {
     rows
 }
 
-/// `acc[r][o]` (rows `[rows][opad]`) → `out[b][o][p]` for the real rows, in
-/// blocks of positions so the transposed reads stay within a few cache lines.
-/// With `bias`, `bias[o]` is added to every element of output feature `o`.
+/// `acc[r][o]` (`opad` columns in `panels`) → `out[b][o][p]` for the real
+/// rows, in blocks of positions so the transposed reads stay within a few
+/// cache lines. With `bias`, `bias[o]` is added to every element of output
+/// feature `o`.
 fn scatter<U: FastFloat>(
     acc: &[U],
-    opad: usize,
+    layout: (usize, Panels),
     o: usize,
     p: usize,
     out: &mut [U],
     bias: Option<&[U]>,
 ) {
-    scatter_with(acc, opad, o, p, out, bias, true)
+    scatter_with(acc, layout, o, p, out, bias, true)
 }
 
 /// [`scatter`], with the register transposition only when `vectorise`.
 fn scatter_with<U: FastFloat>(
     acc: &[U],
-    opad: usize,
+    (opad, panels): (usize, Panels),
     o: usize,
     p: usize,
     out: &mut [U],
@@ -626,6 +714,8 @@ fn scatter_with<U: FastFloat>(
     vectorise: bool,
 ) {
     const BLOCK: usize = 16;
+    let rows = acc.len() / opad;
+    let width = panels.width;
     // Whole 16 × 16 blocks transposed in registers where the CPU has
     // AVX-512 or AVX2 (the scalar transposition below was ~7 % of a cifar8
     // step).
@@ -633,25 +723,26 @@ fn scatter_with<U: FastFloat>(
     if let (Some(acc32), Some(out32), Some(transpose)) = (
         same_type::<U, f32>(acc),
         same_type_mut::<U, f32>(out),
-        transpose16().filter(|_| vectorise),
+        transpose16().filter(|_| vectorise && width % BLOCK == 0),
     ) {
         vector_p = p / BLOCK * BLOCK;
         let bias32 = bias.map(|b| same_type::<U, f32>(b).expect("bias has the output's type"));
         for b in 0..out32.len() / (o * p) {
             for p0 in (0..vector_p).step_by(BLOCK) {
                 for o0 in (0..o).step_by(BLOCK) {
-                    let src = &acc32[(b * p + p0) * opad + o0..];
-                    assert!(src.len() >= (BLOCK - 1) * opad + BLOCK && o0 + BLOCK <= opad);
+                    let src = &acc32[panels.at(rows, b * p + p0, o0)..];
+                    assert!(src.len() >= (BLOCK - 1) * width + BLOCK && o0 + BLOCK <= opad);
                     let cols = (o - o0).min(BLOCK);
                     let at = b * o * p + o0 * p + p0;
                     assert!(at + (cols - 1) * p + BLOCK <= out32.len());
                     // SAFETY: the CPU runs `transpose`; the asserts bound
-                    // the 16 source rows of 16 (within `opad`) and the
-                    // `cols` destination rows of 16 (positions p0..p0 + 16 ≤ p).
+                    // the 16 source rows of 16 (within one panel: o0 and
+                    // the width are multiples of 16) and the `cols`
+                    // destination rows of 16 (positions p0..p0 + 16 ≤ p).
                     unsafe {
                         transpose(
                             src.as_ptr(),
-                            opad,
+                            width,
                             out32.as_mut_ptr().add(at),
                             p,
                             cols,
@@ -663,49 +754,53 @@ fn scatter_with<U: FastFloat>(
         }
     }
     for (b, example) in out.chunks_exact_mut(o * p).enumerate() {
-        let rows = &acc[b * p * opad..(b + 1) * p * opad];
         for p0 in (vector_p..p).step_by(BLOCK) {
             let p1 = (p0 + BLOCK).min(p);
             for oi in 0..o {
                 let dst = &mut example[oi * p + p0..oi * p + p1];
-                match bias {
-                    Some(bias) => {
-                        let add = bias[oi];
-                        for (j, d) in dst.iter_mut().enumerate() {
-                            *d = rows[(p0 + j) * opad + oi] + add;
-                        }
-                    }
-                    None => {
-                        for (j, d) in dst.iter_mut().enumerate() {
-                            *d = rows[(p0 + j) * opad + oi];
-                        }
-                    }
+                let add = bias.map_or(U::ZERO, |bias| bias[oi]);
+                for (j, d) in dst.iter_mut().enumerate() {
+                    let a = acc[panels.at(rows, b * p + p0 + j, oi)];
+                    *d = if bias.is_some() { a + add } else { a };
                 }
             }
         }
     }
 }
 
-/// `acc[r][o] = Σ_k x[rows[r] + k_offset[k]] · v[k][o]` over all tiles, `v`
-/// holding the rows of `k_offset` (`[k][opad]`); `acc`'s previous contents are
-/// overwritten.
+/// `acc[r][o] = Σ_k x[rows[r] + k_offset[k]] · V[k0 + k][o]` over all tiles
+/// (`acc` in the kernel's layout, `rows.len()` rows); `acc`'s previous
+/// contents are overwritten.
 fn tiles<U: TileFloat>(
     x: &[U],
     rows: &[usize],
     k_offset: &[usize],
-    v: &[U],
-    opad: usize,
+    kernel: Packed<'_, U>,
+    k0: usize,
     v_block_bytes: usize,
     acc: &mut [U],
 ) {
+    let Packed {
+        data: v,
+        opad,
+        panels,
+    } = kernel;
     let block = (v_block_bytes / (opad * std::mem::size_of::<U>())).max(16);
     assert_eq!(rows.len() % U::MR, 0);
     assert_eq!(opad % U::NV, 0);
-    assert_eq!(v.len(), k_offset.len() * opad);
+    assert_eq!(panels.width % U::NV, 0);
+    assert_eq!(opad % panels.width, 0);
+    assert_eq!(v.len() % opad, 0);
+    assert!(k0 + k_offset.len() <= v.len() / opad);
     assert_eq!(acc.len(), rows.len() * opad);
     let max_row = rows.iter().copied().max().unwrap_or(0);
     let max_k = k_offset.iter().copied().max().unwrap_or(0);
     assert!(k_offset.is_empty() || max_row + max_k < x.len());
+    if k_offset.is_empty() {
+        // An empty sum (no input features): the tile loops would write nothing.
+        acc.fill(U::ZERO);
+        return;
+    }
     #[cfg(target_arch = "x86_64")]
     {
         if avx512::available() {
@@ -716,7 +811,16 @@ fn tiles<U: TileFloat>(
             ) {
                 // SAFETY: the CPU has the features; the asserts above (f64's
                 // tile is 6 rows, 8 lanes) are `tiles_f64`'s contract.
-                unsafe { avx512::tiles_f64(x, rows, k_offset, v, opad, block, acc) };
+                unsafe {
+                    {
+                        let kernel = Packed {
+                            data: v,
+                            opad,
+                            panels,
+                        };
+                        avx512::tiles_f64(x, rows, k_offset, kernel, k0, block, acc)
+                    }
+                };
                 return;
             }
             if let (Some(x), Some(v), Some(acc)) = (
@@ -725,20 +829,29 @@ fn tiles<U: TileFloat>(
                 same_type_mut::<U, f32>(acc),
             ) {
                 // SAFETY: as above (f32's tile is 6 rows, 16 lanes, so `opad`
-                // is a multiple of 16).
-                unsafe { avx512::tiles_f32(x, rows, k_offset, v, opad, block, acc) };
+                // and the panel width are multiples of 16).
+                unsafe {
+                    {
+                        let kernel = Packed {
+                            data: v,
+                            opad,
+                            panels,
+                        };
+                        avx512::tiles_f32(x, rows, k_offset, kernel, k0, block, acc)
+                    }
+                };
                 return;
             }
         }
         if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
         {
             // SAFETY: the CPU has AVX2 and FMA; the asserts above are `tiles_with`'s contract.
-            unsafe { tiles_avx2(x, rows, k_offset, v, opad, block, acc) };
+            unsafe { tiles_avx2(x, rows, k_offset, kernel, k0, block, acc) };
             return;
         }
     }
     // SAFETY: the asserts above are `tiles_with`'s contract.
-    unsafe { tiles_with::<U, false>(x, rows, k_offset, v, opad, block, acc) }
+    unsafe { tiles_with::<U, false>(x, rows, k_offset, kernel, k0, block, acc) }
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -747,39 +860,46 @@ unsafe fn tiles_avx2<U: TileFloat>(
     x: &[U],
     rows: &[usize],
     k_offset: &[usize],
-    v: &[U],
-    opad: usize,
+    kernel: Packed<'_, U>,
+    k0: usize,
     block: usize,
     acc: &mut [U],
 ) {
     // SAFETY: forwarded contract.
-    unsafe { tiles_with::<U, true>(x, rows, k_offset, v, opad, block, acc) }
+    unsafe { tiles_with::<U, true>(x, rows, k_offset, kernel, k0, block, acc) }
 }
 
 /// # Safety
-/// `rows.len()` is a multiple of `MR`, `opad` of `NV`, `v` is `[k_offset.len()][opad]`,
-/// `acc` is `[rows.len()][opad]`, and every `rows[r] + k_offset[k]` indexes `x`.
+/// `rows.len()` is a multiple of `MR`, `opad` and the panel width of `NV`,
+/// `V` holds rows `k0..k0 + k_offset.len()`, `acc` is `rows.len()` rows of
+/// `opad` in the same layout, and every `rows[r] + k_offset[k]` indexes `x`.
 #[inline(always)]
 unsafe fn tiles_with<U: TileFloat, const FUSED: bool>(
     x: &[U],
     rows: &[usize],
     k_offset: &[usize],
-    v: &[U],
-    opad: usize,
+    kernel: Packed<'_, U>,
+    k0: usize,
     block: usize,
     acc: &mut [U],
 ) {
+    let Packed {
+        data: v,
+        opad,
+        panels,
+    } = kernel;
+    let (v_rows, acc_rows) = (v.len() / opad, rows.len());
     for (kb, ks) in k_offset.chunks(block).enumerate() {
-        let vb = &v[kb * block * opad..];
         for ot in (0..opad).step_by(U::NV) {
+            let vb = &v[panels.at(v_rows, k0 + kb * block, ot)..];
             for (rt, bases) in rows.chunks_exact(U::MR).enumerate() {
-                let out = &mut acc[rt * U::MR * opad..(rt + 1) * U::MR * opad];
+                let out = &mut acc[panels.at(acc_rows, rt * U::MR, ot)..];
                 // SAFETY: forwarded contract (the tile's bases and this k block).
                 unsafe {
                     if U::MR == 6 && U::NV == 16 {
-                        tile::<U, 6, 16, FUSED>(x, bases, ks, vb, opad, ot, kb > 0, out);
+                        tile::<U, 6, 16, FUSED>(x, bases, ks, vb, panels.width, kb > 0, out);
                     } else if U::MR == 6 && U::NV == 8 {
-                        tile::<U, 6, 8, FUSED>(x, bases, ks, vb, opad, ot, kb > 0, out);
+                        tile::<U, 6, 8, FUSED>(x, bases, ks, vb, panels.width, kb > 0, out);
                     } else {
                         unreachable!("tile shape without a kernel");
                     }
@@ -789,34 +909,33 @@ unsafe fn tiles_with<U: TileFloat, const FUSED: bool>(
     }
 }
 
-/// One `MR × NV` register tile: rows `bases`, output features `ot..ot + NV`,
-/// summed over `ks` and stored to `out` (`[MR][opad]`), added to what `out`
-/// holds when `accumulate`.
+/// One `MR × NV` register tile: rows `bases`, summed over `ks` with the
+/// kernel's rows at `v`, `v[step]`, … and stored to `out`'s rows `0, step,
+/// …` (`NV` features each), added to what `out` holds when `accumulate`.
 ///
 /// # Safety
-/// As [`tiles_with`]; `v` holds `ks.len()` rows of `opad`.
+/// As [`tiles_with`]; `v` holds `ks.len()` rows of `step ≥ NV`.
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
 unsafe fn tile<U: TileFloat, const MR: usize, const NV: usize, const FUSED: bool>(
     x: &[U],
     bases: &[usize],
     ks: &[usize],
     v: &[U],
-    opad: usize,
-    ot: usize,
+    step: usize,
     accumulate: bool,
     out: &mut [U],
 ) {
     let mut a = [[U::ZERO; NV]; MR];
     if accumulate {
         for (r, row) in a.iter_mut().enumerate() {
-            row.copy_from_slice(&out[r * opad + ot..r * opad + ot + NV]);
+            row.copy_from_slice(&out[r * step..r * step + NV]);
         }
     }
+    debug_assert!(ks.is_empty() || (ks.len() - 1) * step + NV <= v.len());
     let xp: [*const U; MR] = std::array::from_fn(|r| unsafe { x.as_ptr().add(bases[r]) });
-    let mut vp = unsafe { v.as_ptr().add(ot) };
+    let mut vp = v.as_ptr();
     for &k in ks {
-        // SAFETY: v has a row of opad ≥ ot + NV elements per k; bases[r] + k indexes x.
+        // SAFETY: v has a row of step ≥ NV elements per k; bases[r] + k indexes x.
         let w: [U; NV] = unsafe { *vp.cast::<[U; NV]>() };
         for r in 0..MR {
             let xv = unsafe { *xp[r].add(k) };
@@ -828,10 +947,10 @@ unsafe fn tile<U: TileFloat, const MR: usize, const NV: usize, const FUSED: bool
                 };
             }
         }
-        vp = unsafe { vp.add(opad) };
+        vp = unsafe { vp.add(step) };
     }
     for (r, row) in a.iter().enumerate() {
-        out[r * opad + ot..r * opad + ot + NV].copy_from_slice(row);
+        out[r * step..r * step + NV].copy_from_slice(row);
     }
 }
 
@@ -865,23 +984,109 @@ mod tests {
             } else {
                 [c * taps, taps]
             };
-            let mut want = vec![f32::NAN; c * taps * opad];
-            let mut got = vec![f32::NAN; c * taps * opad];
-            pack_kernel_with(&rhs, o, strides, taps, opad, &mut want, false);
-            pack_kernel_with(&rhs, o, strides, taps, opad, &mut got, true);
-            let same = want
+            // Row-major (the AVX-512 tiles') and panels of 16 (the others').
+            for panels in [Panels { width: opad }, Panels { width: 16 }] {
+                let mut want = vec![f32::NAN; c * taps * opad];
+                let mut got = vec![f32::NAN; c * taps * opad];
+                pack_kernel_with(&rhs, o, strides, taps, (opad, panels), &mut want, false);
+                pack_kernel_with(&rhs, o, strides, taps, (opad, panels), &mut got, true);
+                let same = want
+                    .iter()
+                    .zip(&got)
+                    .all(|(a, b)| a.to_bits() == b.to_bits());
+                assert!(
+                    same,
+                    "o {o}, c {c}, taps {taps}, transposed {transposed}, {panels:?}"
+                );
+                for k in 0..c * taps {
+                    for oi in 0..opad {
+                        let v = if oi < o {
+                            rhs[oi * strides[0] + k / taps * strides[1] + k % taps]
+                        } else {
+                            0.0
+                        };
+                        let w = want[panels.at(c * taps, k, oi)];
+                        assert_eq!(w.to_bits(), v.to_bits(), "k {k}, o {oi}, {panels:?}");
+                    }
+                }
+            }
+        }
+    }
+
+    /// The tile loop over panels of 16 features sums every element in the
+    /// row-major loop's order (the same bits), wherever the reduction range
+    /// starts (`k0`, the reduction-parallel slices) and however the blocks
+    /// cut it; and both are the definition, up to rounding.
+    #[test]
+    fn panel_tiles_are_the_row_major_tiles_bit_for_bit() {
+        let mut rng = Rng::new(13);
+        for (opad, n_rows, k_total, k0, n_k, block) in [
+            (16usize, 6usize, 40usize, 0usize, 40usize, 16usize),
+            (48, 12, 300, 100, 150, 64),
+            (512, 18, 200, 7, 193, 16),
+            (32, 30, 33, 33, 0, 16), // an empty reduction: zeros
+        ] {
+            let x: Vec<f32> = (0..600).map(|_| rng.signed_unit() as f32).collect();
+            let rows: Vec<usize> = (0..n_rows)
+                .map(|_| (rng.next_u64() % 250) as usize)
+                .collect();
+            let k_offset: Vec<usize> = (0..n_k).map(|_| (rng.next_u64() % 300) as usize).collect();
+            // V[k][o] as values; packed once per layout.
+            let value = |k: usize, o: usize| (((k * 31 + o * 17) % 97) as f32 - 48.0) / 64.0;
+            let layouts = [Panels { width: opad }, Panels { width: 16 }];
+            let results: Vec<Vec<f32>> = layouts
                 .iter()
-                .zip(&got)
-                .all(|(a, b)| a.to_bits() == b.to_bits());
-            assert!(same, "o {o}, c {c}, taps {taps}, transposed {transposed}");
-            for (k, row) in want.chunks_exact(opad).enumerate() {
-                for (oi, &w) in row.iter().enumerate() {
-                    let v = if oi < o {
-                        rhs[oi * strides[0] + k / taps * strides[1] + k % taps]
-                    } else {
-                        0.0
+                .map(|&panels| {
+                    let mut v = vec![f32::NAN; k_total * opad];
+                    for k in 0..k_total {
+                        for o in 0..opad {
+                            v[panels.at(k_total, k, o)] = value(k, o);
+                        }
+                    }
+                    let kernel = Packed {
+                        data: &v,
+                        opad,
+                        panels,
                     };
-                    assert_eq!(w.to_bits(), v.to_bits(), "k {k}, o {oi}");
+                    let mut acc = vec![f32::NAN; n_rows * opad];
+                    // SAFETY: max row 249 + max offset 299 < 600; shapes as the contract.
+                    if n_k == 0 {
+                        tiles(&x, &rows, &k_offset, kernel, k0, block * opad * 4, &mut acc);
+                    } else {
+                        unsafe {
+                            tiles_with::<f32, true>(
+                                &x, &rows, &k_offset, kernel, k0, block, &mut acc,
+                            )
+                        };
+                    }
+                    // Back to row-major for the comparison.
+                    let mut plain = vec![0.0; n_rows * opad];
+                    for r in 0..n_rows {
+                        for o in 0..opad {
+                            plain[r * opad + o] = acc[panels.at(n_rows, r, o)];
+                        }
+                    }
+                    plain
+                })
+                .collect();
+            let same = results[0]
+                .iter()
+                .zip(&results[1])
+                .all(|(a, b)| a.to_bits() == b.to_bits());
+            assert!(
+                same,
+                "opad {opad}, rows {n_rows}, k0 {k0}, k {n_k}, block {block}"
+            );
+            for r in 0..n_rows {
+                for o in 0..opad {
+                    let exact: f64 = (0..n_k)
+                        .map(|k| f64::from(x[rows[r] + k_offset[k]]) * f64::from(value(k0 + k, o)))
+                        .sum();
+                    let got = f64::from(results[0][r * opad + o]);
+                    assert!(
+                        (got - exact).abs() <= 1e-5 * (1.0 + exact.abs()),
+                        "r {r}, o {o}"
+                    );
                 }
             }
         }
@@ -909,20 +1114,28 @@ mod tests {
                 .map(|_| rng.signed_unit() as f32)
                 .collect();
             let bias: Vec<f32> = (0..o).map(|_| rng.signed_unit() as f32).collect();
-            for bias in [None, Some(&bias[..])] {
+            let panel_kinds = [Panels { width: opad }, Panels { width: 16 }];
+            for (bias, panels) in [None, Some(&bias[..])]
+                .into_iter()
+                .flat_map(|b| panel_kinds.map(|k| (b, k)))
+            {
                 let mut want = vec![f32::NAN; batch * o * p];
                 let mut got = vec![f32::NAN; batch * o * p];
-                scatter_with(&acc, opad, o, p, &mut want, bias, false);
-                scatter_with(&acc, opad, o, p, &mut got, bias, true);
+                scatter_with(&acc, (opad, panels), o, p, &mut want, bias, false);
+                scatter_with(&acc, (opad, panels), o, p, &mut got, bias, true);
                 let same = want
                     .iter()
                     .zip(&got)
                     .all(|(a, b)| a.to_bits() == b.to_bits());
-                assert!(same, "o {o}, p {p}, batch {batch}, bias {}", bias.is_some());
+                assert!(
+                    same,
+                    "o {o}, p {p}, batch {batch}, bias {}, {panels:?}",
+                    bias.is_some()
+                );
                 // And the scalar loop is the definition: out[b][o][p] = acc[b·p + p][o] (+ bias[o]).
                 for (i, &w) in want.iter().enumerate() {
                     let (b, oi, pi) = (i / (o * p), i / p % o, i % p);
-                    let a = acc[(b * p + pi) * opad + oi];
+                    let a = acc[panels.at(batch * p, b * p + pi, oi)];
                     let v = bias.map_or(a, |bs| a + bs[oi]);
                     assert_eq!(w.to_bits(), v.to_bits());
                 }

@@ -12,6 +12,9 @@
 #[cfg(target_arch = "x86_64")]
 use std::arch::x86_64::*;
 
+#[cfg(target_arch = "x86_64")]
+use super::Packed;
+
 /// Whether the CPU runs [`tiles_f64`].
 #[cfg(target_arch = "x86_64")]
 pub(super) fn available() -> bool {
@@ -20,40 +23,54 @@ pub(super) fn available() -> bool {
         && std::arch::is_x86_feature_detected!("fma")
 }
 
-/// `tiles` for f64 (same arguments and contract): `acc[r][o] = Σ_k
-/// x[rows[r] + k_offset[k]] · v[k][o]`, blocks of `block` reduction steps
-/// accumulated in order.
+/// `tiles` for f64 (same arguments and contract as `tiles_with`): `acc[r][o]
+/// = Σ_k x[rows[r] + k_offset[k]] · V[k0 + k][o]`, blocks of `block`
+/// reduction steps accumulated in order, `V` and `acc` in the kernel's
+/// panel layout (any width that is a multiple of 8).
 ///
 /// # Safety
 /// The CPU has AVX-512F, AVX2 and FMA ([`available`]); `rows.len()` is a
-/// multiple of 6, `opad` of 8, `v` is `[k_offset.len()][opad]`, `acc` is
-/// `[rows.len()][opad]`, and every `rows[r] + k_offset[k]` indexes `x`.
+/// multiple of 6, `opad` and the panel width of 8, `V` holds rows `k0..k0 +
+/// k_offset.len()`, `acc` is `rows.len()` rows of `opad` in the same layout,
+/// and every `rows[r] + k_offset[k]` indexes `x`.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx2,fma")]
 pub(super) unsafe fn tiles_f64(
     x: &[f64],
     rows: &[usize],
     k_offset: &[usize],
-    v: &[f64],
-    opad: usize,
+    kernel: Packed<'_, f64>,
+    k0: usize,
     block: usize,
     acc: &mut [f64],
 ) {
+    let Packed {
+        data: v,
+        opad,
+        panels,
+    } = kernel;
     debug_assert_eq!(rows.len() % 6, 0);
-    debug_assert_eq!(opad % 8, 0);
+    debug_assert!(opad % 8 == 0 && panels.width % 8 == 0);
+    let (v_rows, acc_rows, step) = (v.len() / opad, rows.len(), panels.width);
     for (kb, ks) in k_offset.chunks(block).enumerate() {
-        let vb = &v[kb * block * opad..];
+        let k = k0 + kb * block;
         let mut ot = 0;
         while ot < opad {
             let wide = ot + 16 <= opad;
-            for (rt, bases) in rows.chunks_exact(6).enumerate() {
-                let out = &mut acc[rt * 6 * opad..(rt + 1) * 6 * opad];
-                // SAFETY: forwarded contract (the tile's bases and this k block).
+            // The tile's two 8-feature slices of V (one when not wide).
+            let second = if wide { ot + 8 } else { ot };
+            let vs = [ot, second].map(|o| v[panels.at(v_rows, k, o)..].as_ptr());
+            for rt in 0..acc_rows / 6 {
+                let bases = &rows[rt * 6..rt * 6 + 6];
+                let at = [ot, second].map(|o| panels.at(acc_rows, rt * 6, o));
+                let out = [at[0], at[1]].map(|a| acc[a..].as_mut_ptr());
+                // SAFETY: forwarded contract (the tile's bases and this k block;
+                // each slice has `ks.len()` (V) or 6 (acc) rows of `step`).
                 unsafe {
                     if wide {
-                        tile16(x, bases, ks, vb, opad, ot, kb > 0, out);
+                        tile16(x, bases, ks, vs, out, step, kb > 0);
                     } else {
-                        tile8(x, bases, ks, vb, opad, ot, kb > 0, out);
+                        tile8(x, bases, ks, vs[0], out[0], step, kb > 0);
                     }
                 }
             }
@@ -62,143 +79,150 @@ pub(super) unsafe fn tiles_f64(
     }
 }
 
-/// One 6 × 16 tile: rows `bases`, output features `ot..ot + 16`, summed over
-/// `ks` and stored to `out` (`[6][opad]`), added to what `out` holds when
-/// `accumulate`.
+/// One 6 × 16 tile: rows `bases`, summed over `ks` with the two 8-feature
+/// slices of V at `v[0]`, `v[1]` (reduction row `j` at `+ j · step`), stored
+/// to the accumulator slices `out` (row `r` at `+ r · step`), added to what
+/// they hold when `accumulate`.
 ///
 /// # Safety
-/// As [`tiles_f64`]; `ot + 16 ≤ opad`.
+/// As [`tiles_f64`]; the slices hold `ks.len()` (V) and 6 (out) rows.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx2,fma")]
-#[allow(clippy::too_many_arguments)]
 unsafe fn tile16(
     x: &[f64],
     bases: &[usize],
     ks: &[usize],
-    v: &[f64],
-    opad: usize,
-    ot: usize,
+    v: [*const f64; 2],
+    out: [*mut f64; 2],
+    step: usize,
     accumulate: bool,
-    out: &mut [f64],
 ) {
-    let o = out.as_mut_ptr();
     // SAFETY: every pointer below stays inside `x`, `v` or `out` by the contract.
     unsafe {
         let mut a = [[_mm512_setzero_pd(); 2]; 6];
         if accumulate {
             for (r, row) in a.iter_mut().enumerate() {
-                row[0] = _mm512_loadu_pd(o.add(r * opad + ot));
-                row[1] = _mm512_loadu_pd(o.add(r * opad + ot + 8));
+                row[0] = _mm512_loadu_pd(out[0].add(r * step));
+                row[1] = _mm512_loadu_pd(out[1].add(r * step));
             }
         }
         let xp: [*const f64; 6] = std::array::from_fn(|r| x.as_ptr().add(bases[r]));
-        let mut vp = v.as_ptr().add(ot);
+        let [mut v0, mut v1] = v;
         for &k in ks {
-            let w0 = _mm512_loadu_pd(vp);
-            let w1 = _mm512_loadu_pd(vp.add(8));
+            let w0 = _mm512_loadu_pd(v0);
+            let w1 = _mm512_loadu_pd(v1);
             for r in 0..6 {
                 let xv = _mm512_set1_pd(*xp[r].add(k));
                 a[r][0] = _mm512_fmadd_pd(xv, w0, a[r][0]);
                 a[r][1] = _mm512_fmadd_pd(xv, w1, a[r][1]);
             }
-            vp = vp.add(opad);
+            v0 = v0.add(step);
+            v1 = v1.add(step);
         }
         for (r, row) in a.iter().enumerate() {
-            _mm512_storeu_pd(o.add(r * opad + ot), row[0]);
-            _mm512_storeu_pd(o.add(r * opad + ot + 8), row[1]);
+            _mm512_storeu_pd(out[0].add(r * step), row[0]);
+            _mm512_storeu_pd(out[1].add(r * step), row[1]);
         }
     }
 }
 
-/// One 6 × 8 tile (the last 8 features when `opad` is not a multiple of 16).
+/// One 6 × 8 tile (the last 8 features when `opad` is not a multiple of 16),
+/// as [`tile16`] with one slice.
 ///
 /// # Safety
-/// As [`tiles_f64`]; `ot + 8 ≤ opad`.
+/// As [`tile16`].
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx2,fma")]
-#[allow(clippy::too_many_arguments)]
 unsafe fn tile8(
     x: &[f64],
     bases: &[usize],
     ks: &[usize],
-    v: &[f64],
-    opad: usize,
-    ot: usize,
+    v: *const f64,
+    out: *mut f64,
+    step: usize,
     accumulate: bool,
-    out: &mut [f64],
 ) {
-    let o = out.as_mut_ptr();
     // SAFETY: as in `tile16`.
     unsafe {
         let mut a = [_mm512_setzero_pd(); 6];
         if accumulate {
             for (r, row) in a.iter_mut().enumerate() {
-                *row = _mm512_loadu_pd(o.add(r * opad + ot));
+                *row = _mm512_loadu_pd(out.add(r * step));
             }
         }
         let xp: [*const f64; 6] = std::array::from_fn(|r| x.as_ptr().add(bases[r]));
-        let mut vp = v.as_ptr().add(ot);
+        let mut vp = v;
         for &k in ks {
             let w = _mm512_loadu_pd(vp);
             for (r, row) in a.iter_mut().enumerate() {
                 *row = _mm512_fmadd_pd(_mm512_set1_pd(*xp[r].add(k)), w, *row);
             }
-            vp = vp.add(opad);
+            vp = vp.add(step);
         }
         for (r, row) in a.iter().enumerate() {
-            _mm512_storeu_pd(o.add(r * opad + ot), *row);
+            _mm512_storeu_pd(out.add(r * step), *row);
         }
     }
 }
 
 /// `tiles` for f32 (same arguments and contract as [`tiles_f64`], with
-/// `opad` a multiple of 16): 6 × 32 tiles, a 6 × 16 tile for a last block
-/// of 16 features.
+/// `opad` and the panel width multiples of 16): 6 × 32 tiles, 12 × 16 and 6
+/// × 16 tiles for a last block of 16 features.
 ///
 /// # Safety
-/// The CPU has AVX-512F, AVX2 and FMA ([`available`]); `rows.len()` is a
-/// multiple of 6, `opad` of 16, `v` is `[k_offset.len()][opad]`, `acc` is
-/// `[rows.len()][opad]`, and every `rows[r] + k_offset[k]` indexes `x`.
+/// As [`tiles_f64`], with 16 for 8.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx2,fma")]
 pub(super) unsafe fn tiles_f32(
     x: &[f32],
     rows: &[usize],
     k_offset: &[usize],
-    v: &[f32],
-    opad: usize,
+    kernel: Packed<'_, f32>,
+    k0: usize,
     block: usize,
     acc: &mut [f32],
 ) {
+    let Packed {
+        data: v,
+        opad,
+        panels,
+    } = kernel;
     debug_assert_eq!(rows.len() % 6, 0);
-    debug_assert_eq!(opad % 16, 0);
+    debug_assert!(opad % 16 == 0 && panels.width % 16 == 0);
+    let (v_rows, acc_rows, step) = (v.len() / opad, rows.len(), panels.width);
+    let out_at =
+        |acc: &mut [f32], r: usize, o: usize| acc[panels.at(acc_rows, r, o)..].as_mut_ptr();
     for (kb, ks) in k_offset.chunks(block).enumerate() {
-        let vb = &v[kb * block * opad..];
+        let k = k0 + kb * block;
         let mut ot = 0;
         while ot < opad {
             let wide = ot + 32 <= opad;
             if wide {
-                for (rt, bases) in rows.chunks_exact(6).enumerate() {
-                    let out = &mut acc[rt * 6 * opad..(rt + 1) * 6 * opad];
+                let vs = [ot, ot + 16].map(|o| v[panels.at(v_rows, k, o)..].as_ptr());
+                for rt in 0..acc_rows / 6 {
+                    let bases = &rows[rt * 6..rt * 6 + 6];
+                    let out = [out_at(acc, rt * 6, ot), out_at(acc, rt * 6, ot + 16)];
                     // SAFETY: forwarded contract (the tile's bases and this k block).
-                    unsafe { tile32_f32(x, bases, ks, vb, opad, ot, kb > 0, out) };
+                    unsafe { tile32_f32(x, bases, ks, vs, out, step, kb > 0) };
                 }
             } else {
                 // One vector of features: 12-row tiles, so twelve independent
                 // FMA chains hide the FMA latency (six could not: a 16-feature
                 // layer ran at ~60 % of the 32-wide tiles' rate), and a 6-row
                 // tile for the rest.
-                let pairs = rows.len() / 12;
-                for (rt, bases) in rows.chunks_exact(12).enumerate() {
-                    let out = &mut acc[rt * 12 * opad..(rt + 1) * 12 * opad];
+                let vs = v[panels.at(v_rows, k, ot)..].as_ptr();
+                let pairs = acc_rows / 12;
+                for rt in 0..pairs {
+                    let bases = &rows[rt * 12..rt * 12 + 12];
+                    let out = out_at(acc, rt * 12, ot);
                     // SAFETY: as above.
-                    unsafe { tile16_f32::<12>(x, bases, ks, vb, opad, ot, kb > 0, out) };
+                    unsafe { tile16_f32::<12>(x, bases, ks, vs, out, step, kb > 0) };
                 }
                 let r0 = pairs * 12;
-                if r0 < rows.len() {
-                    let out = &mut acc[r0 * opad..(r0 + 6) * opad];
+                if r0 < acc_rows {
+                    let out = out_at(acc, r0, ot);
                     // SAFETY: as above (rows.len() is a multiple of 6).
-                    unsafe { tile16_f32::<6>(x, &rows[r0..r0 + 6], ks, vb, opad, ot, kb > 0, out) };
+                    unsafe { tile16_f32::<6>(x, &rows[r0..r0 + 6], ks, vs, out, step, kb > 0) };
                 }
             }
             ot += if wide { 32 } else { 16 };
@@ -206,90 +230,85 @@ pub(super) unsafe fn tiles_f32(
     }
 }
 
-/// One 6 × 32 f32 tile (as [`tile16`] for f64).
+/// One 6 × 32 f32 tile (as [`tile16`] for f64: two 16-feature slices).
 ///
 /// # Safety
-/// As [`tiles_f32`]; `ot + 32 ≤ opad`.
+/// As [`tile16`].
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx2,fma")]
-#[allow(clippy::too_many_arguments)]
 unsafe fn tile32_f32(
     x: &[f32],
     bases: &[usize],
     ks: &[usize],
-    v: &[f32],
-    opad: usize,
-    ot: usize,
+    v: [*const f32; 2],
+    out: [*mut f32; 2],
+    step: usize,
     accumulate: bool,
-    out: &mut [f32],
 ) {
-    let o = out.as_mut_ptr();
     // SAFETY: every pointer below stays inside `x`, `v` or `out` by the contract.
     unsafe {
         let mut a = [[_mm512_setzero_ps(); 2]; 6];
         if accumulate {
             for (r, row) in a.iter_mut().enumerate() {
-                row[0] = _mm512_loadu_ps(o.add(r * opad + ot));
-                row[1] = _mm512_loadu_ps(o.add(r * opad + ot + 16));
+                row[0] = _mm512_loadu_ps(out[0].add(r * step));
+                row[1] = _mm512_loadu_ps(out[1].add(r * step));
             }
         }
         let xp: [*const f32; 6] = std::array::from_fn(|r| x.as_ptr().add(bases[r]));
-        let mut vp = v.as_ptr().add(ot);
+        let [mut v0, mut v1] = v;
         for &k in ks {
-            let w0 = _mm512_loadu_ps(vp);
-            let w1 = _mm512_loadu_ps(vp.add(16));
+            let w0 = _mm512_loadu_ps(v0);
+            let w1 = _mm512_loadu_ps(v1);
             for r in 0..6 {
                 let xv = _mm512_set1_ps(*xp[r].add(k));
                 a[r][0] = _mm512_fmadd_ps(xv, w0, a[r][0]);
                 a[r][1] = _mm512_fmadd_ps(xv, w1, a[r][1]);
             }
-            vp = vp.add(opad);
+            v0 = v0.add(step);
+            v1 = v1.add(step);
         }
         for (r, row) in a.iter().enumerate() {
-            _mm512_storeu_ps(o.add(r * opad + ot), row[0]);
-            _mm512_storeu_ps(o.add(r * opad + ot + 16), row[1]);
+            _mm512_storeu_ps(out[0].add(r * step), row[0]);
+            _mm512_storeu_ps(out[1].add(r * step), row[1]);
         }
     }
 }
 
 /// One `R` × 16 f32 tile (R = 6 or 12; the last 16 features when `opad` is
-/// not a multiple of 32, or all of them when it is 16).
+/// not a multiple of 32, or all of them when it is 16), as [`tile8`] for f64.
 ///
 /// # Safety
-/// As [`tiles_f32`]; `ot + 16 ≤ opad`, `bases` holds `R` rows.
+/// As [`tile16`], with `R` rows of `out`.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx2,fma")]
-#[allow(clippy::too_many_arguments)]
 unsafe fn tile16_f32<const R: usize>(
     x: &[f32],
     bases: &[usize],
     ks: &[usize],
-    v: &[f32],
-    opad: usize,
-    ot: usize,
+    v: *const f32,
+    out: *mut f32,
+    step: usize,
     accumulate: bool,
-    out: &mut [f32],
 ) {
-    let o = out.as_mut_ptr();
     // SAFETY: as in `tile32_f32`.
     unsafe {
         let mut a = [_mm512_setzero_ps(); R];
         if accumulate {
             for (r, row) in a.iter_mut().enumerate() {
-                *row = _mm512_loadu_ps(o.add(r * opad + ot));
+                *row = _mm512_loadu_ps(out.add(r * step));
             }
         }
         let xp: [*const f32; R] = std::array::from_fn(|r| x.as_ptr().add(bases[r]));
-        let mut vp = v.as_ptr().add(ot);
+        let mut vp = v;
         for &k in ks {
             let w = _mm512_loadu_ps(vp);
             for (r, row) in a.iter_mut().enumerate() {
                 *row = _mm512_fmadd_ps(_mm512_set1_ps(*xp[r].add(k)), w, *row);
             }
-            vp = vp.add(opad);
+            vp = vp.add(step);
         }
         for (r, row) in a.iter().enumerate() {
-            _mm512_storeu_ps(o.add(r * opad + ot), *row);
+            _mm512_storeu_ps(out.add(r * step), *row);
         }
     }
 }
@@ -377,6 +396,7 @@ pub(crate) unsafe fn transpose16_regs(r: [__m512; 16]) -> [__m512; 16] {
 #[cfg(all(test, target_arch = "x86_64"))]
 mod tests {
     use super::*;
+    use crate::fast::implicit::Panels;
     use ir::rng::Rng;
 
     /// The AVX-512 tiles are the fused AVX2 tiles bit for bit: widths that
@@ -401,23 +421,34 @@ mod tests {
                 .map(|_| (rng.next_u64() % 200) as usize)
                 .collect();
             let k_offset: Vec<usize> = (0..n_k).map(|_| (rng.next_u64() % 300) as usize).collect();
-            let v: Vec<f64> = (0..n_k * opad).map(|_| rng.normal()).collect();
-            let mut want = vec![f64::NAN; n_rows * opad];
-            let mut got = vec![f64::NAN; n_rows * opad];
-            // SAFETY: the shapes above meet both kernels' contracts (max row
-            // 199 + max offset 299 < 500).
-            unsafe {
-                crate::fast::implicit::tiles_with::<f64, true>(
-                    &x, &rows, &k_offset, &v, opad, block, &mut want,
+            // Three spare reduction rows before the slice (k0 = 3), so the
+            // tiles are seen to start where they are told.
+            let v: Vec<f64> = (0..(n_k + 3) * opad).map(|_| rng.normal()).collect();
+            // Row-major, and panels of one zmm (8 f64), as the tiles read.
+            let nv = 8;
+            for panels in [Panels { width: opad }, Panels { width: nv }] {
+                let kernel = Packed {
+                    data: &v,
+                    opad,
+                    panels,
+                };
+                let mut want = vec![f64::NAN; n_rows * opad];
+                let mut got = vec![f64::NAN; n_rows * opad];
+                // SAFETY: the shapes above meet both kernels' contracts (max row
+                // 199 + max offset 299 < 500).
+                unsafe {
+                    crate::fast::implicit::tiles_with::<f64, true>(
+                        &x, &rows, &k_offset, kernel, 3, block, &mut want,
+                    );
+                    tiles_f64(&x, &rows, &k_offset, kernel, 3, block, &mut got);
+                }
+                assert!(
+                    want.iter()
+                        .zip(&got)
+                        .all(|(a, b)| a.to_bits() == b.to_bits()),
+                    "opad {opad}, rows {n_rows}, k {n_k}, block {block}, {panels:?}"
                 );
-                tiles_f64(&x, &rows, &k_offset, &v, opad, block, &mut got);
             }
-            assert!(
-                want.iter()
-                    .zip(&got)
-                    .all(|(a, b)| a.to_bits() == b.to_bits()),
-                "opad {opad}, rows {n_rows}, k {n_k}, block {block}"
-            );
         }
     }
 
@@ -446,23 +477,34 @@ mod tests {
                 .map(|_| (rng.next_u64() % 200) as usize)
                 .collect();
             let k_offset: Vec<usize> = (0..n_k).map(|_| (rng.next_u64() % 300) as usize).collect();
-            let v: Vec<f32> = (0..n_k * opad).map(|_| rng.normal() as f32).collect();
-            let mut want = vec![f32::NAN; n_rows * opad];
-            let mut got = vec![f32::NAN; n_rows * opad];
-            // SAFETY: the shapes above meet both kernels' contracts (max row
-            // 199 + max offset 299 < 500).
-            unsafe {
-                crate::fast::implicit::tiles_with::<f32, true>(
-                    &x, &rows, &k_offset, &v, opad, block, &mut want,
+            // Three spare reduction rows before the slice (k0 = 3), so the
+            // tiles are seen to start where they are told.
+            let v: Vec<f32> = (0..(n_k + 3) * opad).map(|_| rng.normal() as f32).collect();
+            // Row-major, and panels of one zmm (16 f32), as the tiles read.
+            let nv = 16;
+            for panels in [Panels { width: opad }, Panels { width: nv }] {
+                let kernel = Packed {
+                    data: &v,
+                    opad,
+                    panels,
+                };
+                let mut want = vec![f32::NAN; n_rows * opad];
+                let mut got = vec![f32::NAN; n_rows * opad];
+                // SAFETY: the shapes above meet both kernels' contracts (max row
+                // 199 + max offset 299 < 500).
+                unsafe {
+                    crate::fast::implicit::tiles_with::<f32, true>(
+                        &x, &rows, &k_offset, kernel, 3, block, &mut want,
+                    );
+                    tiles_f32(&x, &rows, &k_offset, kernel, 3, block, &mut got);
+                }
+                assert!(
+                    want.iter()
+                        .zip(&got)
+                        .all(|(a, b)| a.to_bits() == b.to_bits()),
+                    "opad {opad}, rows {n_rows}, k {n_k}, block {block}, {panels:?}"
                 );
-                tiles_f32(&x, &rows, &k_offset, &v, opad, block, &mut got);
             }
-            assert!(
-                want.iter()
-                    .zip(&got)
-                    .all(|(a, b)| a.to_bits() == b.to_bits()),
-                "opad {opad}, rows {n_rows}, k {n_k}, block {block}"
-            );
         }
     }
 }
