@@ -346,7 +346,38 @@ impl ImplicitConv<'_> {
 
         let group = ROWS_PER_TASK.div_ceil(p).max(1);
         let k_len = channels * taps;
-        if self.batch.div_ceil(group) < 4 && k_len >= 2 * K_SLICE_MIN {
+        let row_tasks = self.batch.div_ceil(group);
+        let kernel_panels = opad / U::NV;
+        if row_tasks < 4 && k_len >= 2 * K_SLICE_MIN && panels.width == U::NV && kernel_panels >= 4
+        {
+            // Few outputs, long reduction, many output features (ResNet's
+            // 7 × 7 / 512 forms at small batches): tasks of whole reductions
+            // over a range of the kernel's panels. Unlike the slices below
+            // there are no partial sums to add (five 0.8 MB partials, summed
+            // on one thread, for each 7 × 7 / 512 convolution at batch 8),
+            // every output is summed in the order of the row tasks, and the
+            // tasks are equal.
+            let tasks = ColumnTasks {
+                row_tasks,
+                group,
+                col_tasks: (2 * rayon::current_num_threads())
+                    .max(4)
+                    .div_ceil(row_tasks)
+                    .min(kernel_panels / 2),
+            };
+            self.run_column_tasks(
+                lhs,
+                v,
+                out,
+                bias,
+                moments,
+                (&copier, plane, origin, tap_offsets),
+                (opad, panels),
+                tasks,
+            );
+            return;
+        }
+        if row_tasks < 4 && k_len >= 2 * K_SLICE_MIN {
             // Few outputs, long reduction: slices of whole input features, fixed by
             // the shape (not the thread count), summed in order.
             let slice_k = k_len.div_ceil(K_SLICES_MAX).max(K_SLICE_MIN);
@@ -438,7 +469,100 @@ impl ImplicitConv<'_> {
                 });
             });
     }
+
+    /// The convolution as `row_tasks × col_tasks` tasks, each the whole
+    /// reduction for `group` examples and a range of the kernel's panels
+    /// (an even number of them but the last, so the 2-register tiles run):
+    /// the examples' padded input is filled once and shared, and each task
+    /// writes its output features of its examples.
+    #[allow(clippy::too_many_arguments)]
+    fn run_column_tasks<U: TileFloat>(
+        &self,
+        lhs: &[U],
+        v: &[U],
+        out: &mut [U],
+        bias: Option<&[U]>,
+        moments: Option<&mut [f32]>,
+        (copier, plane, origin, tap_offsets): (&PlaneCopier, usize, &[usize], &[usize]),
+        (opad, panels): (usize, Panels),
+        tasks: ColumnTasks,
+    ) {
+        let channels = self.in_features;
+        let (o, p, k_len) = (self.out_features, self.out_plane(), channels * self.taps());
+        let kernel_panels = opad / U::NV;
+        let per_task = kernel_panels.div_ceil(tasks.col_tasks).next_multiple_of(2);
+        let cols: Vec<usize> = (0..channels)
+            .flat_map(|c| tap_offsets.iter().map(move |&t| c * plane + t))
+            .collect();
+        let dst = Disjoint(out.as_mut_ptr());
+        let dst = &dst;
+        with_scratch(self.batch * channels * plane, |x: &mut [U]| {
+            copier.fill(lhs, 0..self.batch, 0..channels, channels, x);
+            let x = &*x;
+            let jobs: Vec<(usize, usize)> = (0..tasks.row_tasks)
+                .flat_map(|r| (0..kernel_panels.div_ceil(per_task)).map(move |c| (r, c)))
+                .collect();
+            jobs.into_par_iter().for_each(|(rt, ct)| {
+                let (b0, b1) = (rt * tasks.group, ((rt + 1) * tasks.group).min(self.batch));
+                let (j0, j1) = (ct * per_task, ((ct + 1) * per_task).min(kernel_panels));
+                let (o0, o1) = (j0 * U::NV, (j1 * U::NV).min(o));
+                let sub_opad = (j1 - j0) * U::NV;
+                let rows = padded_rows(
+                    (b0..b1).flat_map(|b| origin.iter().map(move |&q| b * channels * plane + q)),
+                    U::MR,
+                );
+                let kernel = Packed {
+                    data: &v[j0 * k_len * U::NV..j1 * k_len * U::NV],
+                    opad: sub_opad,
+                    panels,
+                };
+                let (examples, feats) = (b1 - b0, o1 - o0);
+                with_scratch(rows.len() * sub_opad, |acc: &mut [U]| {
+                    tiles(x, &rows, &cols, kernel, 0, V_BLOCK_ROWS, acc);
+                    with_scratch(examples * feats * p, |part: &mut [U]| {
+                        scatter(
+                            acc,
+                            (sub_opad, panels),
+                            feats,
+                            p,
+                            part,
+                            bias.map(|b| &b[o0..o1]),
+                        );
+                        for (e, src) in part.chunks_exact(feats * p).enumerate() {
+                            // SAFETY: `out` is [batch][o][p]; this task alone
+                            // writes features o0..o1 of examples b0..b1.
+                            unsafe {
+                                std::ptr::copy_nonoverlapping(
+                                    src.as_ptr(),
+                                    dst.0.add(((b0 + e) * o + o0) * p),
+                                    feats * p,
+                                )
+                            };
+                        }
+                    });
+                });
+            });
+        });
+        if let Some(m) = moments {
+            let planes = same_type::<U, f32>(out).expect("plane moments of an f32 result");
+            super::moments::plane_moments_par(planes, p, m);
+        }
+    }
 }
+
+/// How [`ImplicitConv::run_column_tasks`] splits the work.
+struct ColumnTasks {
+    row_tasks: usize,
+    /// Examples per row task.
+    group: usize,
+    /// Panel ranges per row task (at most).
+    col_tasks: usize,
+}
+
+/// An output the column tasks write through, each its own disjoint part.
+struct Disjoint<U>(*mut U);
+// SAFETY: the tasks write disjoint ranges through the pointer.
+unsafe impl<U> Sync for Disjoint<U> {}
 
 /// Where the row tasks write their planes' moments (each its own examples').
 struct MomentsOut(*mut f32);

@@ -641,6 +641,71 @@ fn sliced_reduction_does_not_depend_on_the_thread_count() {
 }
 
 #[test]
+fn long_reductions_over_many_output_features_split_by_kernel_panels() {
+    // 256 features × 3 × 3 = 2,304 terms at 7 × 7 for 2 examples: the tasks
+    // split the kernel's panels (100 outputs: 7 f32 panels, 13 f64 ones, so
+    // an odd last range); then 9 examples, 3 row groups, the last short.
+    check(&step_forward(2, 256, 100, [7, 7]), 1300);
+    check(&step_forward(9, 232, 64, [7, 7]), 1301);
+}
+
+/// `conv(x, k) + bias` with plane moments, in f32, over the first `batch`
+/// examples of `xs` (`[16, c, 7, 7]`).
+fn conv_with_moments(
+    xs: &[f32],
+    kernel: &Tensor<f32>,
+    bias: &[f32],
+    batch: usize,
+) -> (Vec<f32>, Vec<f32>) {
+    let case = step_forward(batch, kernel.shape[1], kernel.shape[0], [7, 7]);
+    let per = xs.len() / 16;
+    let l = Tensor::new(case.lhs_logical().to_vec(), xs[..batch * per].to_vec());
+    let mut moments = vec![0.0; 2 * batch * kernel.shape[0]];
+    let out = fast::convolution_moments_into(
+        &l,
+        kernel,
+        &case.attrs(),
+        &case.out_logical(),
+        Vec::new(),
+        Some(bias),
+        &mut moments,
+    );
+    (out.data, moments)
+}
+
+#[test]
+fn kernel_panel_tasks_sum_in_the_order_of_the_row_tasks() {
+    // Two examples take the panel-split path; sixteen are four row tasks of
+    // four examples. Each output is the same sum in the same order, so the
+    // first two examples' results, bias added and plane moments, are the
+    // same bits — on one thread and on three.
+    let (c, o) = (256, 96);
+    let xs: Vec<f32> = data(16 * c * 49, 1310).iter().map(|&v| v as f32).collect();
+    let kernel = Tensor::new(
+        vec![o, c, 3, 3],
+        data(o * c * 9, 1311).iter().map(|&v| v as f32).collect(),
+    );
+    let bias: Vec<f32> = data(o, 1312).iter().map(|&v| v as f32).collect();
+    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    let (rows_out, rows_moments) = conv_with_moments(&xs, &kernel, &bias, 16);
+    for threads in [1, 3] {
+        let (out, moments) = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap()
+            .install(|| conv_with_moments(&xs, &kernel, &bias, 2));
+        assert!(
+            bits(&out) == bits(&rows_out[..out.len()]),
+            "results on {threads} threads"
+        );
+        assert!(
+            bits(&moments) == bits(&rows_moments[..moments.len()]),
+            "moments on {threads} threads"
+        );
+    }
+}
+
+#[test]
 fn check_rejects_a_kernel_with_one_tap_dropped() {
     // Negative control: the fast kernel run on a kernel whose centre tap is
     // zeroed (for every feature pair) must fail the check against the true kernel.
