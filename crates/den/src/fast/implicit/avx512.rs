@@ -437,7 +437,7 @@ mod tests {
                 // SAFETY: the shapes above meet both kernels' contracts (max row
                 // 199 + max offset 299 < 500).
                 unsafe {
-                    crate::fast::implicit::tiles_with::<f64, true>(
+                    crate::fast::implicit::tiles::tiles_with::<f64, true>(
                         &x, &rows, &k_offset, kernel, 3, block, &mut want,
                     );
                     tiles_f64(&x, &rows, &k_offset, kernel, 3, block, &mut got);
@@ -493,7 +493,7 @@ mod tests {
                 // SAFETY: the shapes above meet both kernels' contracts (max row
                 // 199 + max offset 299 < 500).
                 unsafe {
-                    crate::fast::implicit::tiles_with::<f32, true>(
+                    crate::fast::implicit::tiles::tiles_with::<f32, true>(
                         &x, &rows, &k_offset, kernel, 3, block, &mut want,
                     );
                     tiles_f32(&x, &rows, &k_offset, kernel, 3, block, &mut got);
