@@ -7,13 +7,15 @@
 //! this splits that line.
 //!
 //! `cargo run --release -p exec --example conv_forms -- [--net resnet34]
-//! [--batch 8] [--reps 3] [--ab-layout]`
+//! [--batch 8] [--reps 3] [--ab-layout | --ab-lanes]`
 //!
 //! `--ab-layout` times every form in both layouts of the implicit GEMM's
 //! packed kernel (one-register panels, the default, and row-major, the
 //! layout before them), alternating calls in this one process, and prints
 //! each form's panels/row-major ratio of best times: on this shared,
-//! noisy machine only such paired figures compare.
+//! noisy machine only such paired figures compare. `--ab-lanes` does the
+//! same with the f32 lane tiles (output positions in the vector lanes) on
+//! and off.
 
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -21,6 +23,9 @@ use std::time::Instant;
 use den::{fast, Tensor};
 use ir::{OpKind, TensorType};
 use layers::trainstep::{render_step, Optimizer, StepOptions};
+
+/// An A/B switch: what sets configuration B (`true`) or A, and the ratio's name.
+type AbSwitch = (fn(bool), &'static str);
 
 /// A distinct convolution: key, calls, lhs / kernel / result shapes, attributes.
 type Conv = (
@@ -42,7 +47,14 @@ fn main() {
     let net_name = opt_val("--net").unwrap_or_else(|| "resnet34".into());
     let batch: i64 = opt_val("--batch").map_or(8, |b| b.parse().expect("--batch N"));
     let reps: usize = opt_val("--reps").map_or(3, |r| r.parse().expect("--reps N"));
-    let ab_layout = args.iter().any(|a| a == "--ab-layout");
+    let ab: Option<AbSwitch> = if args.iter().any(|a| a == "--ab-layout") {
+        Some((fast::set_row_major_kernel_layout, "panels/row-major"))
+    } else if args.iter().any(|a| a == "--ab-lanes") {
+        Some((|b| fast::set_lane_tiles(!b), "lanes/row tiles"))
+    } else {
+        None
+    };
+    let ab_layout = ab.is_some();
     let net = layers::net::by_name(&net_name).expect("a built-in net name");
     let r = render_step(
         &net,
@@ -95,7 +107,7 @@ fn main() {
         "  {:<44} {:>5} {:>9} {:>8} {:>8}",
         "form", "calls", "GFLOP", "ms", "GFLOP/s"
     );
-    let (mut total_ms, mut total_gf, mut total_row_major_ms) = (0.0, 0.0, 0.0);
+    let (mut total_ms, mut total_gf, mut total_b_ms) = (0.0, 0.0, 0.0);
     let mut by_kind: BTreeMap<&'static str, (f64, f64)> = BTreeMap::new();
     for (_, calls, l, k, o, a) in &convs {
         let d = &a.dims;
@@ -121,23 +133,27 @@ fn main() {
         let lt = Tensor::new(l.clone(), fill(l.iter().product()));
         let kt = Tensor::new(k.clone(), fill(k.iter().product()));
         let run = || fast::convolution(&lt, &kt, a, o);
-        let time = |row_major: bool| {
-            fast::set_row_major_kernel_layout(row_major);
+        let time = |b: bool| {
+            if let Some((set_b, _)) = ab {
+                set_b(b);
+            }
             let t = Instant::now();
             std::hint::black_box(run());
             t.elapsed().as_secs_f64()
         };
         time(false);
-        let (mut best, mut best_row_major) = (f64::INFINITY, f64::INFINITY);
+        let (mut best, mut best_b) = (f64::INFINITY, f64::INFINITY);
         for _ in 0..reps {
             best = best.min(time(false));
             if ab_layout {
-                best_row_major = best_row_major.min(time(true));
+                best_b = best_b.min(time(true));
             }
         }
-        fast::set_row_major_kernel_layout(false);
+        if let Some((set_b, _)) = ab {
+            set_b(false);
+        }
         if ab_layout {
-            total_row_major_ms += best_row_major * 1e3 * *calls as f64;
+            total_b_ms += best_b * 1e3 * *calls as f64;
         }
         let ms = best * 1e3 * *calls as f64;
         total_ms += ms;
@@ -145,8 +161,8 @@ fn main() {
         let e = by_kind.entry(kind).or_default();
         e.0 += ms;
         e.1 += gflop * *calls as f64;
-        let ratio = if ab_layout {
-            format!("  panels/row-major {:.3}", best / best_row_major)
+        let ratio = if let Some((_, name)) = ab {
+            format!("  {name} {:.3}", best / best_b)
         } else {
             String::new()
         };
@@ -169,10 +185,10 @@ fn main() {
         total_gf,
         total_gf / (total_ms * 1e-3)
     );
-    if ab_layout {
+    if let Some((_, name)) = ab {
         println!(
-            "  row-major layout, same calls: {total_row_major_ms:.2} ms; panels/row-major {:.3}",
-            total_ms / total_row_major_ms
+            "  B, same calls: {total_b_ms:.2} ms; {name} {:.3}",
+            total_ms / total_b_ms
         );
     }
 }

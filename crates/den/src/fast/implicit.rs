@@ -40,9 +40,11 @@ use crate::tensor::row_major_strides;
 
 mod avx2;
 pub(crate) mod avx512;
+mod lanes;
 mod layout;
 mod tiles;
 
+pub use lanes::set_lane_tiles;
 pub use layout::set_row_major_kernel_layout;
 use layout::{k_offsets, pack_kernel, row_bases, scatter, Packed, Panels, PlaneCopier};
 use tiles::tiles;
@@ -383,6 +385,12 @@ impl ImplicitConv<'_> {
 
         let rows = rows_for(group.min(self.batch), channels);
         let cols = cols_for(channels);
+        let lane_row = lanes::lane_row(
+            TypeId::of::<U>() == TypeId::of::<f32>(),
+            &self.strides,
+            self.out_spatial,
+            o,
+        );
         let moments = moments.map(|m| {
             assert_eq!(m.len(), 2 * self.batch * o, "two moments per result plane");
             MomentsOut(m.as_mut_ptr())
@@ -403,16 +411,39 @@ impl ImplicitConv<'_> {
                 };
                 with_scratch(examples * channels * plane, |x: &mut [U]| {
                     copier.fill(lhs, b0..b0 + examples, 0..channels, channels, x);
-                    // Every tile is overwritten: the accumulators need no clearing.
-                    with_scratch(rows.len() * opad, |acc: &mut [U]| {
+                    if let Some(row) = lane_row {
+                        let vectors =
+                            lanes::lane_vectors(examples, (channels, plane), origin, row, o);
+                        fn f32s<U: 'static>(s: &[U]) -> &[f32] {
+                            same_type::<U, f32>(s).expect("lane tiles are f32")
+                        }
                         let kernel = Packed {
-                            data: v,
+                            data: f32s(v),
                             opad,
                             panels,
                         };
-                        tiles(x, rows, &cols, kernel, 0, V_BLOCK_ROWS, acc);
-                        scatter(acc, (opad, panels), o, p, block, bias);
-                    });
+                        let block = same_type_mut::<U, f32>(block).expect("lane tiles are f32");
+                        lanes::lane_tiles(
+                            f32s(x),
+                            &vectors,
+                            &cols,
+                            kernel,
+                            (o, p),
+                            block,
+                            bias.map(f32s),
+                        );
+                    } else {
+                        // Every tile is overwritten: the accumulators need no clearing.
+                        with_scratch(rows.len() * opad, |acc: &mut [U]| {
+                            let kernel = Packed {
+                                data: v,
+                                opad,
+                                panels,
+                            };
+                            tiles(x, rows, &cols, kernel, 0, V_BLOCK_ROWS, acc);
+                            scatter(acc, (opad, panels), o, p, block, bias);
+                        });
+                    }
                     if let Some(m) = &moments {
                         let planes =
                             same_type::<U, f32>(block).expect("plane moments of an f32 result");

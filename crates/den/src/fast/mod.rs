@@ -33,7 +33,7 @@ mod reduce;
 
 pub use float::FastFloat;
 pub use gemm::sgemm_row_major;
-pub use implicit::set_row_major_kernel_layout;
+pub use implicit::{set_lane_tiles, set_row_major_kernel_layout};
 
 use crate::tensor::Tensor;
 

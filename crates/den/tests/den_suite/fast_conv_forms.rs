@@ -1073,3 +1073,56 @@ fn pad_matches_its_definition() {
         );
     }
 }
+
+/// `conv(x, k) + bias` in f32 with each result plane's moments.
+fn conv_bias_moments(case: &Case, seed: u64) -> (Vec<f32>, Vec<f32>) {
+    let (lhs, rhs) = operands(case, seed);
+    let f32s = |v: &[f64]| v.iter().map(|&v| v as f32).collect::<Vec<f32>>();
+    let l = Tensor::new(case.lhs_logical().to_vec(), f32s(&lhs));
+    let k = Tensor::new(case.rhs_logical().to_vec(), f32s(&rhs));
+    let bias = f32s(&data(case.out_features, seed ^ 0x77));
+    let mut moments = vec![0.0; 2 * case.batch * case.out_features];
+    let out = fast::convolution_moments_into(
+        &l,
+        &k,
+        &case.attrs(),
+        &case.out_logical(),
+        Vec::new(),
+        Some(&bias),
+        &mut moments,
+    );
+    (out.data, moments)
+}
+
+#[test]
+fn lane_tiles_are_the_row_tiles_bit_for_bit() {
+    // Output rows that fill vector lanes take the lane tiles on AVX-512 CPUs
+    // (rows of 32 and 16; 14, 13 and 29 with a masked last vector; 8 to 40
+    // features; a stride along the rows; one-sided padding). Every result,
+    // bias added, and every plane moment must be the row tiles' bits, and
+    // the result must meet the formula. Batches leave last tiles of one
+    // and two vectors. The only test that flips the switch: other tests
+    // may run either path meanwhile, with the same bits.
+    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    for (i, case) in [
+        step_forward(2, 16, 16, [32, 32]),
+        step_forward(3, 3, 16, [16, 16]),
+        step_forward(1, 32, 24, [14, 14]),
+        step_forward(5, 8, 40, [13, 13]),
+        step_forward(1, 5, 8, [7, 29]),
+        step_forward(2, 6, 16, [9, 16]).stride([2, 1]),
+        Case::plain(3, 4, 8, [6, 17], [2, 3]).pad([(0, 1), (2, 0)]),
+    ]
+    .iter()
+    .enumerate()
+    {
+        let seed = 1500 + i as u64;
+        fast::set_lane_tiles(false);
+        let (rows_out, rows_moments) = conv_bias_moments(case, seed);
+        fast::set_lane_tiles(true);
+        let (out, moments) = conv_bias_moments(case, seed);
+        assert!(bits(&out) == bits(&rows_out), "results of {case:?}");
+        assert!(bits(&moments) == bits(&rows_moments), "moments of {case:?}");
+        check(case, seed);
+    }
+}

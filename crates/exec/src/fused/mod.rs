@@ -21,6 +21,9 @@ use rayon::prelude::*;
 /// small enough that a program's registers stay in L2.
 pub(crate) const CHUNK: usize = 512;
 
+/// How far ahead of the chunk being evaluated its inputs are prefetched.
+const PREFETCH_AHEAD: usize = CHUNK;
+
 /// Loops shorter than this run on one thread (the split costs more than it saves).
 const PAR_MIN: usize = 1 << 15;
 
@@ -298,6 +301,18 @@ impl Program {
         last
     }
 
+    /// Prefetches the plain loads' inputs `PREFETCH_AHEAD` positions past
+    /// chunk `s` (a streaming pass's first touch of each input had been
+    /// where its loops waited).
+    #[inline(always)]
+    fn prefetch_ahead(&self, inputs: &[Input], s: usize, n: usize) {
+        for node in &self.nodes {
+            if let Node::Load(i) = node {
+                inputs[*i].prefetch(s + PREFETCH_AHEAD, n);
+            }
+        }
+    }
+
     /// Node `k`'s value at positions `s..s + n` after [`Program::eval_chunk`]
     /// (with `loads_in_place` as given to it): a plain load is read in its
     /// input unless it is the value node copied into its register.
@@ -397,6 +412,7 @@ impl Program {
         let mut s = lo;
         while s < hi {
             let n = CHUNK.min(hi - s);
+            self.prefetch_ahead(inputs, s, n);
             // SAFETY: positions s..s+n are inside 0..len and disjoint between
             // blocks.
             let dst = unsafe { std::slice::from_raw_parts_mut(out.get().add(s), n) };
@@ -524,9 +540,12 @@ impl Program {
         let direct = !aliased
             && matches!(stores, [(k, _)] if *k == last)
             && !matches!(self.nodes[last], Node::Load(_));
+        // The chunk's runs of the reduction map, walked once for all values.
+        let mut runs: Vec<view::Run> = Vec::new();
         let mut s = lo;
         while s < hi {
             let n = CHUNK.min(hi - s);
+            self.prefetch_ahead(inputs, s, n);
             if direct {
                 // SAFETY: as for the stores below.
                 let dst = unsafe { std::slice::from_raw_parts_mut(stores[0].1.get().add(s), n) };
@@ -534,12 +553,14 @@ impl Program {
                 for &k in values.iter().filter(|&&k| k != last) {
                     regs.materialise(k, n);
                 }
+                runs.clear();
+                runs.extend(map.runs(s, n));
                 for (&k, acc) in values.iter().zip(accs.iter_mut()) {
                     let v = match k == last {
                         true => &*dst,
                         false => self.value_of(k, inputs, regs, s, n, in_place),
                     };
-                    map.accumulate(acc, s, v);
+                    view::accumulate_runs(acc, runs.iter().copied(), v);
                 }
                 s += n;
                 continue;
@@ -554,9 +575,11 @@ impl Program {
                 let dst = unsafe { std::slice::from_raw_parts_mut(out.get().add(s), n) };
                 dst.copy_from_slice(self.value_of(k, inputs, regs, s, n, in_place));
             }
+            runs.clear();
+            runs.extend(map.runs(s, n));
             for (&k, acc) in values.iter().zip(accs.iter_mut()) {
                 let v = self.value_of(k, inputs, regs, s, n, in_place);
-                map.accumulate(acc, s, v);
+                view::accumulate_runs(acc, runs.iter().copied(), v);
             }
             s += n;
         }
@@ -709,6 +732,32 @@ impl Input<'_> {
             }
             Input::Owned(v) => out.copy_from_slice(&v[start..start + out.len()]),
             Input::Borrowed(v) => out.copy_from_slice(&v[start..start + out.len()]),
+        }
+    }
+
+    /// Asks the cache for positions `start..start + len` (clamped to the
+    /// input) ahead of their reads.
+    #[inline(always)]
+    fn prefetch(&self, start: usize, len: usize) {
+        #[cfg(target_arch = "x86_64")]
+        {
+            let (p, n) = match self {
+                Input::Float(p, n) => (*p, *n),
+                Input::Owned(v) => (v.as_ptr(), v.len()),
+                Input::Borrowed(v) => (v.as_ptr(), v.len()),
+            };
+            let end = (start + len).min(n);
+            let mut i = start;
+            while i < end {
+                // SAFETY: a prefetch of an address inside the input; it
+                // neither faults nor changes memory.
+                unsafe {
+                    std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+                        p.add(i).cast::<i8>(),
+                    )
+                };
+                i += 16;
+            }
         }
     }
 

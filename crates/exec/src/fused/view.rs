@@ -117,22 +117,28 @@ impl Merged {
             }
         }
     }
+}
 
-    /// `acc[offset of output position start + k] += vals[k]`, in position order.
-    #[inline(always)]
-    pub(super) fn accumulate(&self, acc: &mut [f32], start: usize, vals: &[f32]) {
-        for (off, stride, at, n) in self.runs(start, vals.len()) {
-            let v = &vals[at..at + n];
-            if stride == 0 {
-                acc[off as usize] = sum_run(acc[off as usize], v);
-            } else if stride == 1 {
-                for (a, &x) in acc[off as usize..off as usize + n].iter_mut().zip(v) {
-                    *a += x;
-                }
-            } else {
-                for (k, &x) in v.iter().enumerate() {
-                    acc[(off + k as isize * stride) as usize] += x;
-                }
+/// A run of a view's walk: source offset, stride, first position, length.
+pub(super) type Run = (isize, isize, usize, usize);
+
+/// `acc[offset of position at + k] += vals[at + k]` over the runs of a
+/// reduction map's walk ([`Merged::runs`]), in position order: the values
+/// of a reduction share its map, so one walk per chunk serves them all (the
+/// walk's start costs a division per dimension).
+#[inline(always)]
+pub(super) fn accumulate_runs(acc: &mut [f32], runs: impl IntoIterator<Item = Run>, vals: &[f32]) {
+    for (off, stride, at, n) in runs {
+        let v = &vals[at..at + n];
+        if stride == 0 {
+            acc[off as usize] = sum_run(acc[off as usize], v);
+        } else if stride == 1 {
+            for (a, &x) in acc[off as usize..off as usize + n].iter_mut().zip(v) {
+                *a += x;
+            }
+        } else {
+            for (k, &x) in v.iter().enumerate() {
+                acc[(off + k as isize * stride) as usize] += x;
             }
         }
     }
@@ -211,27 +217,40 @@ impl Iterator for Runs<'_> {
 /// of a cifar8-bbn b128 step 8.0 % → 4.7 %).
 #[inline(always)]
 pub(super) fn sum_run(acc: f32, xs: &[f32]) -> f32 {
-    const LANES: usize = 64;
-    if xs.len() < 2 * LANES {
+    // Lane `16·j + i` is `lanes[j][i]`: four arrays indexed by constants
+    // only, so they live in vector registers (one 64-lane array indexed in
+    // a loop had been kept on the stack, a store and reload per add).
+    const W: usize = 16;
+    if xs.len() < 8 * W {
         return sum_run8(acc, xs);
     }
-    let mut lanes = [0f32; LANES];
-    let chunks = xs.chunks_exact(LANES);
+    let mut lanes = [[0f32; W]; 4];
+    let chunks = xs.chunks_exact(4 * W);
     let tail = chunks.remainder();
     for c in chunks {
-        for (l, &x) in lanes.iter_mut().zip(c) {
-            *l += x;
+        for (j, lane) in lanes.iter_mut().enumerate() {
+            for (l, &x) in lane.iter_mut().zip(&c[j * W..j * W + W]) {
+                *l += x;
+            }
         }
     }
-    // Pairwise: 64 → 32 → … → 1.
-    let mut w = LANES;
+    // Pairwise: 64 → 32 → … → 1 (lane i takes lane i + w).
+    let [mut a, mut b, c, d] = lanes;
+    for i in 0..W {
+        a[i] += c[i];
+        b[i] += d[i];
+    }
+    for i in 0..W {
+        a[i] += b[i];
+    }
+    let mut w = W;
     while w > 1 {
         w /= 2;
         for i in 0..w {
-            lanes[i] += lanes[i + w];
+            a[i] += a[i + w];
         }
     }
-    tail.iter().fold(acc + lanes[0], |a, &x| a + x)
+    tail.iter().fold(acc + a[0], |s, &x| s + x)
 }
 
 /// `acc + Σ xs`, eight partial sums for runs of 16 and more.
@@ -309,6 +328,42 @@ mod tests {
                 }
                 assert_eq!(next, len, "{:?} from {start}: positions left", view.shape);
             }
+        }
+    }
+
+    /// The register-resident lanes sum in the documented order: 64 lane
+    /// sums in position order, halved pairwise, then the tail, after `acc`
+    /// (a reference written from that description; non-integer values, so
+    /// another order would change bits).
+    #[test]
+    fn sum_run_is_the_64_lane_pairwise_order() {
+        let reference = |acc: f32, xs: &[f32]| {
+            let mut lanes = [0f32; 64];
+            let whole = xs.len() / 64 * 64;
+            for (i, &x) in xs[..whole].iter().enumerate() {
+                lanes[i % 64] += x;
+            }
+            let mut w = 64;
+            while w > 1 {
+                w /= 2;
+                for i in 0..w {
+                    lanes[i] += lanes[i + w];
+                }
+            }
+            xs[whole..].iter().fold(acc + lanes[0], |a, &x| a + x)
+        };
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        for len in [128usize, 129, 191, 512, 1000, 4096] {
+            let xs: Vec<f32> = (0..len)
+                .map(|_| {
+                    seed ^= seed << 13;
+                    seed ^= seed >> 7;
+                    seed ^= seed << 17;
+                    (seed >> 40) as f32 / (1u64 << 24) as f32 * 3.0 - 1.1
+                })
+                .collect();
+            let (got, want) = (super::sum_run(0.37, &xs), reference(0.37, &xs));
+            assert_eq!(got.to_bits(), want.to_bits(), "len {len}");
         }
     }
 
