@@ -674,7 +674,7 @@ fn avx2() -> bool {
 /// Whether the loops run in their AVX-512F build (preferred to AVX2 when
 /// present; `CERTGRAD_NO_AVX512=1` keeps the AVX2 one, for comparisons).
 #[cfg(target_arch = "x86_64")]
-fn avx512() -> bool {
+pub(super) fn avx512() -> bool {
     use std::sync::OnceLock;
     static ON: OnceLock<bool> = OnceLock::new();
     *ON.get_or_init(|| {
