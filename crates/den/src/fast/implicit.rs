@@ -29,7 +29,8 @@
 //!
 //! This module owns the convolution's plan and its parallel split; the
 //! operand layouts (padded input, packed kernel, scatter) are `layout.rs`,
-//! the tile loops `tiles.rs`.
+//! the tile loops `tiles.rs`, and the f32 tiles with output positions in
+//! the vector lanes (rows that fill them, on AVX-512) `lanes.rs`.
 
 use std::any::TypeId;
 
