@@ -546,6 +546,8 @@ impl Program {
         while s < hi {
             let n = CHUNK.min(hi - s);
             self.prefetch_ahead(inputs, s, n);
+            runs.clear();
+            runs.extend(map.runs(s, n));
             if direct {
                 // SAFETY: as for the stores below.
                 let dst = unsafe { std::slice::from_raw_parts_mut(stores[0].1.get().add(s), n) };
@@ -553,8 +555,6 @@ impl Program {
                 for &k in values.iter().filter(|&&k| k != last) {
                     regs.materialise(k, n);
                 }
-                runs.clear();
-                runs.extend(map.runs(s, n));
                 for (&k, acc) in values.iter().zip(accs.iter_mut()) {
                     let v = match k == last {
                         true => &*dst,
@@ -575,8 +575,6 @@ impl Program {
                 let dst = unsafe { std::slice::from_raw_parts_mut(out.get().add(s), n) };
                 dst.copy_from_slice(self.value_of(k, inputs, regs, s, n, in_place));
             }
-            runs.clear();
-            runs.extend(map.runs(s, n));
             for (&k, acc) in values.iter().zip(accs.iter_mut()) {
                 let v = self.value_of(k, inputs, regs, s, n, in_place);
                 view::accumulate_runs(acc, runs.iter().copied(), v);
