@@ -6,8 +6,8 @@
 //! every intermediate alive nor re-zeroes fresh pages.
 //!
 //! It computes what `eval_func::<f32>` computes: elementwise ops are the same
-//! f32 operations (bit-identical; exp, tanh and logistic are vectorisable
-//! twins within one ulp, see `vmath`); convolutions, dots and sums accumulate in
+//! f32 operations (bit-identical; exp, tanh and logistic are f32 polynomials
+//! within 1, 2 and 3 ulp, see `vmath`); convolutions, dots and sums accumulate in
 //! a different order (the fast kernels' agreement bound). Reshape is free
 //! (the result shares its operand's buffer); transpose, reverse and
 //! broadcast_in_dim are strided reads fused into their consumers. Calls are
@@ -35,7 +35,7 @@ mod pool;
 mod replicas;
 mod runtime;
 mod schedule;
-mod vmath;
+pub mod vmath;
 
 pub use plan::{OpTime, Plan, StepTime};
 pub use replicas::ReplicaPlan;

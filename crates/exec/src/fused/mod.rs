@@ -5,9 +5,10 @@
 //!
 //! Every op computes exactly what the generic evaluator computes for `f32`
 //! (the non-rational functions go through the same [`Scalar`] methods, so they
-//! are bit-identical), except exp, tanh and logistic, whose vectorisable
-//! twins (`crate::vmath`) are within one ulp of it; only fused add-reductions
-//! sum in a different order.
+//! are bit-identical), except exp, tanh and logistic, which are f32
+//! polynomials (`crate::vmath`, within 1, 2 and 3 ulp of the real function
+//! where the evaluator is within half an ulp); only fused add-reductions sum
+//! in a different order.
 //!
 //! This module owns the program ([`Node`], [`Program`]) and its chunk loops
 //! (write, reduce, threads); `view` the strided reads, `ops` the per-op
@@ -448,8 +449,8 @@ impl Program {
     }
 
     /// [`Program::write_block`] compiled for AVX-512F: twice the lanes of
-    /// the AVX2 twin for the f64 `exp`/`tanh`/`logistic` (GELU(tanh) was a
-    /// third of a ViT forward); the same IEEE operations, so the same bits.
+    /// the AVX2 twin for `vmath`'s polynomials (GELU(tanh) was a third of a
+    /// ViT forward); the same IEEE operations, so the same bits.
     ///
     /// # Safety
     /// The CPU has AVX-512F; as [`Program::write_block`].

@@ -16,7 +16,7 @@ fn module(elem: &str, s0: &str, cat: &str) -> String {
     let cat = cat.replace("ELEM", elem);
     format!(
         "func.func public @main(%x: tensor<4x6x5x{elem}>, %y: tensor<4x2x5x{elem}>) -> (tensor<4x5x5x{elem}>, tensor<2x2x3x{elem}>, tensor<4x8x5x{elem}>, tensor<4x6x10x{elem}>, tensor<3x3x4x{elem}>, tensor<8x6x5x{elem}>) {{
-  %e = stablehlo.exponential %x : tensor<4x6x5x{elem}>
+  %e = stablehlo.multiply %x, %x : tensor<4x6x5x{elem}>
   %a = stablehlo.slice %e [{s0}, 0:5] : (tensor<4x6x5x{elem}>) -> tensor<4x3x5x{elem}>
   %b = stablehlo.slice %x [1:4:2, 0:6:3, 1:5:2] : (tensor<4x6x5x{elem}>) -> tensor<2x2x2x{elem}>
   %t = stablehlo.transpose %x, dims = [2, 1, 0] : (tensor<4x6x5x{elem}>) -> tensor<5x6x4x{elem}>
