@@ -205,23 +205,29 @@ impl Plan {
                         inputs,
                         len,
                         out,
-                        ..
-                    } => format!("len {len} {inputs:?} -> {out}: {:?}", prog.nodes),
+                        in_place,
+                    } => format!(
+                        "len {len} {inputs:?} -> {out}{}: {:?}",
+                        over_input(*in_place),
+                        prog.nodes
+                    ),
                     Kind::Reduce {
                         prog,
                         inputs,
                         len,
                         outs,
                         stores,
+                        store_in_place,
                         ..
                     } => format!(
-                        "len {len} {inputs:?} -> {:?}{}: {:?}",
+                        "len {len} {inputs:?} -> {:?}{}{}: {:?}",
                         outs.iter().map(|o| (o.slot, o.node)).collect::<Vec<_>>(),
                         if stores.is_empty() {
                             String::new()
                         } else {
                             format!(" stores {stores:?}")
                         },
+                        over_input(*store_in_place),
                         prog.nodes
                     ),
                     k => format!("{:?} -> {:?}", k.reads(), k.writes()),
@@ -391,4 +397,9 @@ fn check_inputs(func: &str, params: &[TensorType], inputs: &[Value<f32>]) -> Res
         }
     }
     Ok(())
+}
+
+/// The listing's note of a fused pass that writes over a dying input's buffer.
+fn over_input(k: Option<usize>) -> String {
+    k.map(|k| format!(" over input {k}")).unwrap_or_default()
 }

@@ -570,15 +570,19 @@ impl Program {
             for &k in values.iter().chain(stores.iter().map(|(k, _)| k)) {
                 regs.materialise(k, n);
             }
-            for &(k, out) in stores {
+            // Every read of the chunk comes before any write: a value that
+            // is a plain load is read in its input, and with `aliased` the
+            // first store's buffer IS an input. So the sums first, then the
+            // stores, the aliased first store last.
+            for (&k, acc) in values.iter().zip(accs.iter_mut()) {
+                let v = self.value_of(k, inputs, regs, s, n, in_place);
+                view::accumulate_runs(acc, runs.iter().copied(), v);
+            }
+            for &(k, out) in stores.iter().rev() {
                 // SAFETY: `out` holds `len` elements (`Program::reduce`) and
                 // blocks cover disjoint ranges of them.
                 let dst = unsafe { std::slice::from_raw_parts_mut(out.get().add(s), n) };
                 dst.copy_from_slice(self.value_of(k, inputs, regs, s, n, in_place));
-            }
-            for (&k, acc) in values.iter().zip(accs.iter_mut()) {
-                let v = self.value_of(k, inputs, regs, s, n, in_place);
-                view::accumulate_runs(acc, runs.iter().copied(), v);
             }
             s += n;
         }

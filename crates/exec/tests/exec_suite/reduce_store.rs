@@ -123,3 +123,47 @@ fn a_fault_in_the_loop_that_sums_its_result_is_caught() {
     let caught = check_within(&mut plan, &m, 1, (REL, REL_ELEM));
     assert!(caught.is_some(), "the perturbed pass passed");
 }
+
+/// `Σ c` per feature, and `Σ (e + c)` per feature: the second sum joins the
+/// loop `d = e + c`, which stores `d` over `c` (its last reader), and the
+/// first sum is merged beside it, reading `c` where it lies. Every read of a
+/// chunk must come before the store overwrites it. The shape of a residual
+/// block's backward: `dβ = Σ c` and the skip cotangent `c + (main path)`.
+fn sum_beside_a_store_over_its_operand(n: usize, f: usize, hw: usize) -> String {
+    let flat = f * hw * hw;
+    format!(
+        "func.func @main(%c: tensor<{n}x{flat}xf32>, %e: tensor<{n}x{flat}xf32>) -> (tensor<{f}xf32>, tensor<{f}xf32>) {{
+  %r2 = stablehlo.reshape %c : (tensor<{n}x{flat}xf32>) -> tensor<{n}x{f}x{hw}x{hw}xf32>
+  %z = stablehlo.constant dense<0.0> : tensor<f32>
+  %sb = stablehlo.reduce(%r2 init: %z) applies stablehlo.add across dimensions = [0, 2, 3] : (tensor<{n}x{f}x{hw}x{hw}xf32>, tensor<f32>) -> tensor<{f}xf32>
+  %d = stablehlo.add %e, %c : tensor<{n}x{flat}xf32>
+  %r3 = stablehlo.reshape %d : (tensor<{n}x{flat}xf32>) -> tensor<{n}x{f}x{hw}x{hw}xf32>
+  %sb2 = stablehlo.reduce(%r3 init: %z) applies stablehlo.add across dimensions = [0, 2, 3] : (tensor<{n}x{f}x{hw}x{hw}xf32>, tensor<f32>) -> tensor<{f}xf32>
+  return %sb, %sb2 : tensor<{f}xf32>, tensor<{f}xf32>
+}}
+"
+    )
+}
+
+#[test]
+fn a_sum_beside_a_store_over_its_operand_reads_the_operand_first() {
+    // One chunk; several chunks; enough positions for parallel blocks.
+    for (n, f, hw) in [(2, 3, 2), (4, 6, 10), (8, 16, 32)] {
+        let text = sum_beside_a_store_over_its_operand(n, f, hw);
+        let m = ir::parse::parse_module(&text, "store_over.mlir").unwrap();
+        ir::verify_module(&m).unwrap();
+        let mut plan = Plan::compile(&m, "main").unwrap();
+        let listing = plan.listing();
+        // The pattern under test: one pass sums both and stores `d` over `c`.
+        let pass: Vec<&String> = listing.iter().filter(|l| l.contains("reduce")).collect();
+        assert_eq!(pass.len(), 1, "{listing:#?}");
+        assert!(
+            pass[0].contains("stores") && pass[0].contains("over input"),
+            "{listing:#?}"
+        );
+        for seed in 1..3 {
+            let e = check_within(&mut plan, &m, seed, (REL, REL_ELEM));
+            assert_eq!(e, None, "{n}x{f}x{hw}x{hw}, seed {seed}");
+        }
+    }
+}
