@@ -25,6 +25,7 @@
 //! function before lowering and the steps after it; `runtime` runs the
 //! steps over a buffer pool (`control` the while/case/if steps); `fused` (elementwise loops) and `pool` (tiling
 //! max-pool) are the plan's own kernels, den's fast kernels the others.
+//! [`Rewrites`] switches the rewrites off one by one (bisecting a wrong plan).
 
 mod compile;
 mod control;
@@ -33,9 +34,11 @@ mod passes;
 mod plan;
 mod pool;
 mod replicas;
+mod rewrites;
 mod runtime;
 mod schedule;
 pub mod vmath;
 
 pub use plan::{OpTime, Plan, StepTime};
 pub use replicas::ReplicaPlan;
+pub use rewrites::{Planted, Rewrites};

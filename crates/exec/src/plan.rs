@@ -4,6 +4,7 @@
 
 use crate::compile::Builder;
 use crate::passes::{cse, inline_all_calls};
+use crate::rewrites::Rewrites;
 use crate::runtime::Compiled;
 use crate::schedule::Kind;
 use den::{eval_func, EvalError, EvalOptions, Value};
@@ -59,6 +60,17 @@ impl Plan {
     /// evaluator can run: what the plan has no step for runs on the generic
     /// evaluator (one op, or the whole function).
     pub fn compile(module: &Module, func: &str) -> Result<Plan, EvalError> {
+        Plan::compile_with(module, func, Rewrites::ALL)
+    }
+
+    /// [`Plan::compile`] with only the rewrites `rewrites` switches on: the
+    /// same function computed with fewer rewrites (bisecting a wrong plan to
+    /// the rewrite that made it wrong).
+    pub fn compile_with(
+        module: &Module,
+        func: &str,
+        rewrites: Rewrites,
+    ) -> Result<Plan, EvalError> {
         let f = module.func(func).ok_or_else(|| EvalError {
             func: func.to_string(),
             op: "func.func",
@@ -70,8 +82,12 @@ impl Plan {
         // JAX's exports call `@closed_call`, `@dynamic_index_in_dim`, … from
         // loop bodies; inlined, the whole function is one schedule.
         let inlined = inline_all_calls(module, f);
-        let deduplicated = cse::eliminate_common_subexpressions(inlined.as_ref().unwrap_or(f));
-        let body = match Builder::new(&deduplicated).and_then(|b| b.build()) {
+        let inlined = inlined.as_ref().unwrap_or(f);
+        let deduplicated = match rewrites.cse {
+            true => cse::eliminate_common_subexpressions(inlined, &rewrites),
+            false => inlined.clone(),
+        };
+        let body = match Builder::new(&deduplicated, rewrites).and_then(|b| b.build()) {
             Some(c) => Body::Compiled(c),
             None => Body::Generic(Box::new(module.clone())),
         };

@@ -6,6 +6,7 @@
 
 use super::{defined_in, Builder, Def};
 use crate::passes::cse;
+use crate::rewrites::Rewrites;
 use crate::schedule::{Kind, SubArg, SubPlan};
 use ir::{Block, Func, FuncResult, Op, OpKind, Param, TensorType, ValueId, Visibility};
 
@@ -68,7 +69,7 @@ impl Builder<'_> {
                 },
                 _ => op.results.iter().map(|x| x.1.clone()).collect(),
             };
-            match sub_plan(r, &captured, &captured_tys, results) {
+            match sub_plan(r, &captured, &captured_tys, results, self.rewrites) {
                 Some(s) => subs.push(s),
                 None => return Some(false),
             }
@@ -140,6 +141,7 @@ fn sub_plan(
     captured: &[ValueId],
     captured_tys: &[TensorType],
     results: Vec<TensorType>,
+    rewrites: Rewrites,
 ) -> Option<SubPlan> {
     let reads = free_values(r);
     let mut params: Vec<Param> = r
@@ -181,8 +183,11 @@ fn sub_plan(
         body,
         attrs: None,
     };
-    let func = cse::eliminate_common_subexpressions(&func);
-    let plan = Builder::new(&func)?.build()?;
+    let func = match rewrites.cse {
+        true => cse::eliminate_common_subexpressions(&func, &rewrites),
+        false => func,
+    };
+    let plan = Builder::new(&func, rewrites)?.build()?;
     for (a, p) in args.iter_mut().zip(&plan.params) {
         if plan.unused_inputs.contains(p) {
             *a = SubArg::Unused;

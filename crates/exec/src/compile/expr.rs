@@ -173,5 +173,12 @@ pub(super) fn lower(e: &Rc<Expr>) -> (Program, Vec<usize>) {
     go(e, &mut nodes, &mut inputs, &mut HashMap::new());
     // Equal leaves and ops built apart (each use makes its own load or view).
     let (nodes, _) = crate::passes::dedupe_nodes(&nodes);
-    (Program { nodes, fault: 0.0 }, inputs)
+    (
+        Program {
+            nodes,
+            fault: 0.0,
+            stores_first: false,
+        },
+        inputs,
+    )
 }

@@ -7,6 +7,7 @@ use crate::passes::{
     fold_conv_bias, fold_conv_upsample, fold_dot_bias, merge_sibling_reductions,
     sum_reductions_in_producers, sums_from_conv_moments,
 };
+use crate::rewrites::Planted;
 use crate::runtime::{Compiled, Pool};
 use crate::schedule::Kind;
 
@@ -16,13 +17,23 @@ impl Builder<'_> {
         let outputs: Vec<usize> = self.outputs.iter().map(|o| o.0).collect();
         // The bias folds first: a bias add folded into its kernel costs no
         // pass, one that became a storing reduction would cost one.
-        self.steps = fold_conv_bias(std::mem::take(&mut self.steps), &outputs);
-        self.steps = fold_conv_upsample(std::mem::take(&mut self.steps), &outputs);
-        self.steps = fold_dot_bias(std::mem::take(&mut self.steps), &outputs);
+        let on = self.rewrites;
+        let steps = std::mem::take(&mut self.steps);
+        let steps = run_if(on.conv_bias, steps, |s| fold_conv_bias(s, &outputs, &on));
+        let steps = run_if(on.conv_upsample, steps, |s| {
+            fold_conv_upsample(s, &outputs, &on)
+        });
+        let steps = run_if(on.dot_bias, steps, |s| fold_dot_bias(s, &outputs, &on));
         let mut n = self.root.len();
-        self.steps = sums_from_conv_moments(std::mem::take(&mut self.steps), &mut n);
-        self.steps = sum_reductions_in_producers(std::mem::take(&mut self.steps));
-        self.steps = merge_sibling_reductions(std::mem::take(&mut self.steps));
+        let steps = run_if(on.conv_moments, steps, |s| {
+            sums_from_conv_moments(s, &mut n, &on)
+        });
+        let steps = run_if(on.sum_in_producer, steps, |s| {
+            sum_reductions_in_producers(s, &on)
+        });
+        self.steps = run_if(on.sibling_reductions, steps, |s| {
+            merge_sibling_reductions(s, &on)
+        });
         let mut last: Vec<Option<usize>> = vec![None; n];
         for (i, s) in self.steps.iter().enumerate() {
             for r in s.kind.reads() {
@@ -47,6 +58,9 @@ impl Builder<'_> {
                 }
             }
             let dying = |prog: &crate::fused::Program, inputs: &[usize]| {
+                if !on.in_place {
+                    return None;
+                }
                 inputs
                     .iter()
                     .enumerate()
@@ -71,7 +85,8 @@ impl Builder<'_> {
                     !matches!(prog.nodes[k], crate::fused::Node::Load(_))
                 }) =>
                 {
-                    *store_in_place = dying(prog, inputs)
+                    *store_in_place = dying(prog, inputs);
+                    prog.stores_first = on.plants(Planted::StoresBeforeSums);
                 }
                 _ => {}
             }
@@ -93,5 +108,13 @@ impl Builder<'_> {
             pool: Pool::default(),
             stats,
         }
+    }
+}
+
+/// `pass(steps)` when `on`, else `steps` as they are.
+fn run_if<T>(on: bool, steps: T, pass: impl FnOnce(T) -> T) -> T {
+    match on {
+        true => pass(steps),
+        false => steps,
     }
 }

@@ -17,6 +17,7 @@ mod reductions;
 mod views;
 
 use crate::fused::ViewSpec;
+use crate::rewrites::Rewrites;
 use crate::runtime::Compiled;
 use crate::schedule::{dims, narrow, Init, Kind, Step};
 use expr::{lower, Expr, ExprOp};
@@ -46,6 +47,8 @@ pub(crate) struct Builder<'f> {
     defs: Vec<Def>,
     steps: Vec<Step>,
     outputs: Vec<(usize, TensorType)>,
+    /// The rewrites that run (sub-plans of regions take the same).
+    rewrites: Rewrites,
 }
 
 /// Ids defined inside a block (its arguments and every nested result).
@@ -97,7 +100,7 @@ fn float(t: &TensorType) -> bool {
 }
 
 impl<'f> Builder<'f> {
-    pub(crate) fn new(f: &'f Func) -> Option<Self> {
+    pub(crate) fn new(f: &'f Func, rewrites: Rewrites) -> Option<Self> {
         let mut n = f
             .params
             .iter()
@@ -144,6 +147,7 @@ impl<'f> Builder<'f> {
             defs,
             steps: Vec::new(),
             outputs: Vec::new(),
+            rewrites,
         })
     }
 

@@ -75,6 +75,9 @@ pub(crate) struct Program {
     /// Test hook (`Plan::perturb_first_fused_loop_for_tests`, cargo feature
     /// `fault-injection`): added to every element of the program's value.
     pub fault: f32,
+    /// A planted bug (`Planted::StoresBeforeSums`): a reduction's stores
+    /// written before its sums read the chunk.
+    pub stores_first: bool,
 }
 
 impl Node {
@@ -574,15 +577,23 @@ impl Program {
             // is a plain load is read in its input, and with `aliased` the
             // first store's buffer IS an input. So the sums first, then the
             // stores, the aliased first store last.
+            let store = |regs: &Regs| {
+                for &(k, out) in stores.iter().rev() {
+                    // SAFETY: `out` holds `len` elements (`Program::reduce`)
+                    // and blocks cover disjoint ranges of them.
+                    let dst = unsafe { std::slice::from_raw_parts_mut(out.get().add(s), n) };
+                    dst.copy_from_slice(self.value_of(k, inputs, regs, s, n, in_place));
+                }
+            };
+            if self.stores_first {
+                store(regs);
+            }
             for (&k, acc) in values.iter().zip(accs.iter_mut()) {
                 let v = self.value_of(k, inputs, regs, s, n, in_place);
                 view::accumulate_runs(acc, runs.iter().copied(), v);
             }
-            for &(k, out) in stores.iter().rev() {
-                // SAFETY: `out` holds `len` elements (`Program::reduce`) and
-                // blocks cover disjoint ranges of them.
-                let dst = unsafe { std::slice::from_raw_parts_mut(out.get().add(s), n) };
-                dst.copy_from_slice(self.value_of(k, inputs, regs, s, n, in_place));
+            if !self.stores_first {
+                store(regs);
             }
             s += n;
         }

@@ -2,6 +2,7 @@
 //! per-output-feature bias while it writes its result.
 
 use super::{bias_add_loop, read_counts, vector_along};
+use crate::rewrites::{Planted, Rewrites};
 use crate::schedule::{Kind, Step};
 use std::collections::HashMap;
 
@@ -10,12 +11,12 @@ use std::collections::HashMap;
 /// becomes the convolution with a bias: the kernel adds `b` while it writes
 /// (one pass over the result less per biased convolution; each element is
 /// rounded exactly as the add rounds it).
-pub(crate) fn fold_conv_bias(steps: Vec<Step>, outputs: &[usize]) -> Vec<Step> {
+pub(crate) fn fold_conv_bias(steps: Vec<Step>, outputs: &[usize], on: &Rewrites) -> Vec<Step> {
     let reads = read_counts(&steps);
     let mut out: Vec<Step> = Vec::with_capacity(steps.len());
     for step in steps {
         if let Some(prev) = out.last_mut() {
-            if let Some(folded) = conv_with_bias(prev, &step, &reads, outputs) {
+            if let Some(folded) = conv_with_bias(prev, &step, &reads, outputs, on) {
                 prev.kind = folded;
                 prev.flops += step.flops;
                 continue;
@@ -32,6 +33,7 @@ fn conv_with_bias(
     add: &Step,
     reads: &HashMap<usize, usize>,
     outputs: &[usize],
+    on: &Rewrites,
 ) -> Option<Kind> {
     let Kind::Conv {
         lhs,
@@ -62,7 +64,7 @@ fn conv_with_bias(
         attrs: attrs.clone(),
         out: add.sum,
         shape: shape.clone(),
-        bias: Some(add.bias),
+        bias: (!on.plants(Planted::ConvBiasDropped)).then_some(add.bias),
         moments: None,
     })
 }

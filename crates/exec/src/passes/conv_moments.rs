@@ -4,6 +4,7 @@
 
 use super::vector_along;
 use crate::fused::Node;
+use crate::rewrites::{Planted, Rewrites};
 use crate::schedule::{Init, Kind, Step};
 use ir::BinaryOp;
 
@@ -15,7 +16,15 @@ use ir::BinaryOp;
 /// f64). The sums are the same up to the order of summation; the centred
 /// one is exact in exact arithmetic for any `c` (no `E[y²] − E[y]²`
 /// cancellation). New slots are numbered from `*next_slot`.
-pub(crate) fn sums_from_conv_moments(mut steps: Vec<Step>, next_slot: &mut usize) -> Vec<Step> {
+pub(crate) fn sums_from_conv_moments(
+    mut steps: Vec<Step>,
+    next_slot: &mut usize,
+    on: &Rewrites,
+) -> Vec<Step> {
+    let fault = match on.plants(Planted::ConvMomentsScaled) {
+        true => 1e-3,
+        false => 0.0,
+    };
     for c in 0..steps.len() {
         let Kind::Conv {
             attrs, out, shape, ..
@@ -54,7 +63,7 @@ pub(crate) fn sums_from_conv_moments(mut steps: Vec<Step>, next_slot: &mut usize
                 out: outs[0].slot,
                 features,
                 plane,
-                fault: 0.0,
+                fault,
             };
             step.label = "moments(conv)".into();
         }

@@ -7,13 +7,14 @@
 //! not a product with an inserted zero, so per output they differ from the
 //! unfolded ones only in order (within the same `n · eps · Σ|terms|`).
 
+use crate::rewrites::{Planted, Rewrites};
 use crate::schedule::{Init, Kind, Step};
 use std::collections::HashMap;
 
 /// Folds a zero `pad` into every ungrouped convolution that reads it as its
 /// input or kernel (spatial dimensions padded by non-negative amounts, the
 /// others untouched); the pad goes when no other step reads it.
-pub(crate) fn fold_conv_upsample(steps: Vec<Step>, outputs: &[usize]) -> Vec<Step> {
+pub(crate) fn fold_conv_upsample(steps: Vec<Step>, outputs: &[usize], on: &Rewrites) -> Vec<Step> {
     let mut reads = HashMap::<usize, usize>::new();
     for s in &steps {
         for r in s.kind.reads() {
@@ -74,6 +75,10 @@ pub(crate) fn fold_conv_upsample(steps: Vec<Step>, outputs: &[usize]) -> Vec<Ste
             if operand.1 != padded || !fold(attrs, kernel_side, &input.1, &low, &interior, &padded)
             {
                 continue;
+            }
+            if on.plants(Planted::ConvUpsampleShifted) {
+                let edge = &mut attrs.padding[0];
+                *edge = (edge.0 + 1, edge.1 - 1);
             }
             *operand = input;
             folded[p] += 1;

@@ -13,6 +13,7 @@
 use std::collections::HashMap;
 use std::fmt::Write;
 
+use crate::rewrites::{Planted, Rewrites};
 use ir::{Block, DenseData, Func, Op, OpKind, ValueId};
 
 /// Constants larger than this (and not splats) are never merged: their key
@@ -21,7 +22,8 @@ const MAX_CONSTANT_KEY: usize = 64;
 
 /// `f` with repeated top-level ops removed (unchanged when a region reads a
 /// value from outside it, or the body has calls).
-pub(crate) fn eliminate_common_subexpressions(f: &Func) -> Func {
+pub(crate) fn eliminate_common_subexpressions(f: &Func, rewrites: &Rewrites) -> Func {
+    let blind = rewrites.plants(Planted::CseIgnoresTheOperator);
     let mut out = f.clone();
     if f.body.ops.iter().any(|op| {
         matches!(op.kind, OpKind::Call { .. }) || !op.regions.iter().all(crate::compile::closed)
@@ -38,7 +40,7 @@ pub(crate) fn eliminate_common_subexpressions(f: &Func) -> Func {
                 *v = r;
             }
         }
-        if let Some(k) = key(&op) {
+        if let Some(k) = key(&op, blind) {
             if let Some(earlier) = seen.get(&k) {
                 for (r, &e) in op.results.iter().zip(earlier) {
                     rename.insert(r.0, e);
@@ -54,7 +56,8 @@ pub(crate) fn eliminate_common_subexpressions(f: &Func) -> Func {
 }
 
 /// The identity of an op's value, or None for ops that are never merged.
-fn key(op: &Op) -> Option<String> {
+/// (`blind`: a planted bug, binary ops keyed without their operator.)
+fn key(op: &Op, blind: bool) -> Option<String> {
     if op.results.is_empty() || !op.extra_attrs.is_empty() {
         return None;
     }
@@ -78,6 +81,7 @@ fn key(op: &Op) -> Option<String> {
                 }
             }
         }
+        OpKind::Binary(_) if blind => k.push_str("binary"),
         kind => {
             let _ = write!(k, "{kind:?}");
         }
@@ -151,7 +155,7 @@ mod tests {
   return %2, %3 : tensor<3xf32>, tensor<3xf32>
 }",
         );
-        let f = eliminate_common_subexpressions(&m.funcs[0]);
+        let f = eliminate_common_subexpressions(&m.funcs[0], &Rewrites::ALL);
         let kinds: Vec<String> = f.body.ops.iter().map(|o| format!("{:?}", o.kind)).collect();
         assert_eq!(f.body.ops.len(), 4, "{kinds:?}");
         let ret = f.body.ops.last().unwrap();
@@ -171,7 +175,7 @@ mod tests {
   return %0, %1, %2, %3 : tensor<3xf32>, tensor<2xf32>, tensor<f32>, tensor<f32>
 }",
         );
-        let f = eliminate_common_subexpressions(&m.funcs[0]);
+        let f = eliminate_common_subexpressions(&m.funcs[0], &Rewrites::ALL);
         assert_eq!(f.body.ops.len(), m.funcs[0].body.ops.len());
     }
 }

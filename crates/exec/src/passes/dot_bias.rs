@@ -2,6 +2,7 @@
 //! along the result's last axis in its epilogue (`den::fast::dot_general_bias_into`).
 
 use super::{bias_add_loop, vector_along};
+use crate::rewrites::{Planted, Rewrites};
 use crate::schedule::{Kind, Step};
 use std::collections::HashMap;
 
@@ -14,7 +15,7 @@ use std::collections::HashMap;
 /// computed before it, else it moves to the loop's place (its operands then
 /// live until there). Each element is rounded exactly as the add rounds it
 /// (the GEMM writes `x·w`, then adds `b`).
-pub(crate) fn fold_dot_bias(mut steps: Vec<Step>, outputs: &[usize]) -> Vec<Step> {
+pub(crate) fn fold_dot_bias(mut steps: Vec<Step>, outputs: &[usize], on: &Rewrites) -> Vec<Step> {
     let mut reads = HashMap::<usize, usize>::new();
     let mut writer = HashMap::<usize, usize>::new();
     for (i, s) in steps.iter().enumerate() {
@@ -46,7 +47,7 @@ pub(crate) fn fold_dot_bias(mut steps: Vec<Step>, outputs: &[usize]) -> Vec<Step
         } = &mut step.kind
         {
             *out = sum;
-            *slot = Some(bias);
+            *slot = (!on.plants(Planted::DotBiasDropped)).then_some(bias);
         }
         step.flops += flops;
     }

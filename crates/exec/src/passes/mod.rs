@@ -108,7 +108,11 @@ fn deduped_reduction(
         s.1 = at[s.1];
     }
     Kind::Reduce {
-        prog: Program { nodes, fault: 0.0 },
+        prog: Program {
+            nodes,
+            fault: 0.0,
+            stores_first: false,
+        },
         inputs,
         outs,
         len,

@@ -2,6 +2,7 @@
 //! inputs.
 
 use super::deduped_reduction;
+use crate::rewrites::{Planted, Rewrites};
 use crate::schedule::{Kind, ReduceOut, Step};
 
 /// Adjacent add-reductions over the same positions into the same shape,
@@ -9,11 +10,12 @@ use crate::schedule::{Kind, ReduceOut, Step};
 /// their programs side by side over the union of their inputs, each value
 /// summed as before (bit-identical), the inputs read once. The batch-BN
 /// backward takes Σdy and Σdy·x̂, then Σγdy and Σx̂·γdy, back to back.
-pub(crate) fn merge_sibling_reductions(steps: Vec<Step>) -> Vec<Step> {
+pub(crate) fn merge_sibling_reductions(steps: Vec<Step>, on: &Rewrites) -> Vec<Step> {
+    let swapped = on.plants(Planted::SiblingSumsSwapped);
     let mut out: Vec<Step> = Vec::with_capacity(steps.len());
     for step in steps {
         if let Some(prev) = out.last_mut() {
-            if let Some(merged) = merge_reductions(prev, &step) {
+            if let Some(merged) = merge_reductions(prev, &step, swapped) {
                 prev.kind = merged;
                 prev.flops += step.flops;
                 continue;
@@ -24,8 +26,9 @@ pub(crate) fn merge_sibling_reductions(steps: Vec<Step>) -> Vec<Step> {
     out
 }
 
-/// The two reductions as one, when they can share a pass.
-fn merge_reductions(a: &Step, b: &Step) -> Option<Kind> {
+/// The two reductions as one, when they can share a pass (`swapped`: a
+/// planted bug, each sum returned in the other's slot).
+fn merge_reductions(a: &Step, b: &Step, swapped: bool) -> Option<Kind> {
     let (
         Kind::Reduce {
             prog: pa,
@@ -80,6 +83,11 @@ fn merge_reductions(a: &Step, b: &Step) -> Option<Kind> {
         node: o.node + shift,
         ..*o
     }));
+    if swapped {
+        let (first, second) = (outs[0].slot, outs[oa.len()].slot);
+        outs[0].slot = second;
+        outs[oa.len()].slot = first;
+    }
     // What both recompute (batch norm's x̂ and ReLU mask) is computed once.
     let mut stores = sa.clone();
     stores.extend(sb.iter().map(|&(slot, node)| (slot, node + shift)));

@@ -4,6 +4,7 @@
 
 use super::deduped_reduction;
 use crate::fused::Node;
+use crate::rewrites::{Planted, Rewrites};
 use crate::schedule::{Init, Kind, Step};
 use std::collections::HashMap;
 
@@ -14,13 +15,14 @@ use std::collections::HashMap;
 /// the preceding convolution's bias gradient: one pass over `dx` less per
 /// layer. Each sum sees the same values in the same blocks and order as
 /// before (bit-identical).
-pub(crate) fn sum_reductions_in_producers(steps: Vec<Step>) -> Vec<Step> {
+pub(crate) fn sum_reductions_in_producers(steps: Vec<Step>, on: &Rewrites) -> Vec<Step> {
+    let wrong_node = on.plants(Planted::SumInProducerSumsTheWrongNode);
     let mut out: Vec<Step> = Vec::with_capacity(steps.len());
     // The step of `out` that writes each slot (every slot is written once).
     let mut writer: HashMap<usize, usize> = HashMap::new();
     for step in steps {
         let joined = producer_of_sum(&out, &writer, &step)
-            .and_then(|l| Some((l, joined_kind(&out[l].kind, &step.kind)?)));
+            .and_then(|l| Some((l, joined_kind(&out[l].kind, &step.kind, wrong_node)?)));
         let at = match joined {
             Some((l, kind)) => {
                 out[l].kind = kind;
@@ -79,7 +81,8 @@ fn producer_of_sum(steps: &[Step], writer: &HashMap<usize, usize>, r: &Step) -> 
 }
 
 /// Loop `lk` and the reduction `rk` of its result as one reduction.
-fn joined_kind(lk: &Kind, rk: &Kind) -> Option<Kind> {
+/// (`wrong_node`: a planted bug, the loop's first node summed for its value.)
+fn joined_kind(lk: &Kind, rk: &Kind, wrong_node: bool) -> Option<Kind> {
     let (
         Kind::Loop {
             prog: lp,
@@ -115,7 +118,7 @@ fn joined_kind(lk: &Kind, rk: &Kind) -> Option<Kind> {
     for n in &rp.nodes {
         let n = match n.renumbered(&at) {
             Node::Load(k) if ri[k] == *out => {
-                at.push(value);
+                at.push(if wrong_node { 0 } else { value });
                 continue;
             }
             Node::Load(k) => Node::Load(input_of(ri[k])),

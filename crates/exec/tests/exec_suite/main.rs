@@ -9,6 +9,7 @@
 mod agreement;
 mod all_reduce;
 mod bn_passes;
+mod differential;
 mod dot_bias;
 mod dot_layouts;
 mod generic_step;

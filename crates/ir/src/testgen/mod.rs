@@ -237,10 +237,12 @@ fn factors(mut n: i64) -> Vec<i64> {
 mod fixtures;
 mod library;
 mod ops;
+mod planned;
 mod structured;
 
 pub use fixtures::*;
 use ops::Gen;
+pub use planned::{Planned, Recipe};
 
 #[cfg(test)]
 mod tests {
@@ -255,6 +257,24 @@ mod tests {
                 panic!("seed {seed}: {e}\n{m:#?}");
             }
         }
+    }
+
+    #[test]
+    fn planned_programs_verify_and_reach_every_recipe() {
+        let mut kinds = std::collections::BTreeSet::new();
+        for seed in 0..300 {
+            let p = Planned::draw(seed, 14);
+            let m = Module {
+                name: None,
+                attrs: None,
+                funcs: vec![p.build()],
+            };
+            if let Err(e) = verify_module(&m) {
+                panic!("seed {seed}: {e}\n{}", crate::print::print_module(&m));
+            }
+            kinds.extend(p.recipes.iter().map(|r| Planned::kind_name(r.kind)));
+        }
+        assert_eq!(kinds.len(), 20, "{kinds:?}");
     }
 
     #[test]
