@@ -230,6 +230,13 @@ struct RunArgs {
     /// point is to a kink where f32 rounding can change a branch.
     #[arg(long, value_name = "N", num_args = 0..=1, default_missing_value = "8")]
     margins: Option<usize>,
+    /// Switch one of the native plan's rewrites off (repeatable): cse,
+    /// conv_bias, conv_upsample, dot_bias, conv_moments, sum_in_producer,
+    /// sibling_reductions, in_place. The function is the same with any set;
+    /// if outputs change, the rewrite switched off is wrong (compare with
+    /// --generic). Native engine only.
+    #[arg(long, value_name = "REWRITE")]
+    without_rewrite: Vec<String>,
 }
 
 /// An error that has already been reported in full; exit with this status.
@@ -380,6 +387,7 @@ fn main() -> ExitCode {
         Command::Eval(a) => train::eval(&a),
         Command::Run(a) => validate::run(a.repeat)
             .and_then(|()| a.engine.options())
+            .and_then(|e| validate::rewrites(e, &a.without_rewrite, a.generic))
             .and_then(|e| run(&a, &e)),
     };
     match result {

@@ -117,6 +117,37 @@ pub fn run(repeat: usize) -> Result<()> {
     at_least_one("--repeat", Some(repeat), "expected at least 1 run")
 }
 
+/// `run --without-rewrite NAME…`: the engine options with those rewrites of
+/// the native plan off; an unknown name, or the flag with `--generic` or
+/// another engine (which have no such rewrites), is refused.
+pub fn rewrites(
+    mut engine: engines::select::EngineOptions,
+    names: &[String],
+    generic: bool,
+) -> Result<engines::select::EngineOptions> {
+    if names.is_empty() {
+        return Ok(engine);
+    }
+    if generic {
+        bail!("--without-rewrite switches off rewrites of the native plan; --generic runs no plan");
+    }
+    if engine.kind != engines::select::EngineKind::Native {
+        bail!(
+            "--without-rewrite switches off rewrites of the native plan; --engine {} has none",
+            engine.kind
+        );
+    }
+    for name in names {
+        engine.rewrites = engine.rewrites.without(name).ok_or_else(|| {
+            anyhow::anyhow!(
+                "--without-rewrite: unknown rewrite `{name}` (one of {})",
+                exec::Rewrites::NAMES.join(", ")
+            )
+        })?;
+    }
+    Ok(engine)
+}
+
 /// The error for `certgrad run` given the wrong number of `--inputs`: how
 /// many were expected and given, the first argument without a file (or the
 /// first file too many), and where to read the whole signature — instead of

@@ -13,8 +13,20 @@ use crate::host::HostTensor;
 use den::{EvalOptions, Scalar, Value};
 use ir::Module;
 
-/// The native engine (stateless: everything lives in the prepared function).
-pub struct NativeEngine;
+/// The native engine: which of the plan's rewrites run (all, unless a
+/// bisection switches some off); everything else lives in the prepared
+/// function.
+pub struct NativeEngine {
+    pub rewrites: exec::Rewrites,
+}
+
+impl Default for NativeEngine {
+    fn default() -> Self {
+        NativeEngine {
+            rewrites: exec::Rewrites::ALL,
+        }
+    }
+}
 
 impl Engine for NativeEngine {
     fn name(&self) -> &str {
@@ -33,23 +45,33 @@ impl Engine for NativeEngine {
             return Err(EngineError("replicas must be at least 1".into()));
         }
         let how = if replicas == 1 {
-            match exec::Plan::compile(module, func) {
+            match exec::Plan::compile_with(module, func, self.rewrites) {
                 Ok(plan) => How::Plan(Box::new(plan)),
                 Err(e) => How::Evaluator {
                     why: format!("no plan: {e}"),
                 },
             }
+        } else if self.rewrites != exec::Rewrites::ALL {
+            return Err(EngineError(
+                "rewrites can be switched off for one replica only".into(),
+            ));
         } else {
             match exec::ReplicaPlan::compile(module, func, replicas) {
                 Ok(plan) => How::ReplicaPlan(Box::new(plan)),
                 Err(why) => How::Replicas { why },
             }
         };
+        // A rewrite is off when switching it off changes nothing.
+        let rewrites_off = exec::Rewrites::NAMES
+            .into_iter()
+            .filter(|n| self.rewrites.without(n) == Some(self.rewrites))
+            .collect();
         Ok(Box::new(NativePrepared {
             module: module.clone(),
             sig,
             replicas,
             how,
+            rewrites_off,
         }))
     }
 }
@@ -72,6 +94,8 @@ struct NativePrepared {
     sig: FuncSignature,
     replicas: usize,
     how: How,
+    /// The plan's rewrites switched off, by name.
+    rewrites_off: Vec<&'static str>,
 }
 
 impl NativePrepared {
@@ -108,7 +132,13 @@ impl Prepared for NativePrepared {
 
     fn describe(&self) -> String {
         match &self.how {
-            How::Plan(_) => "native (exec plan)".into(),
+            How::Plan(_) => match self.rewrites_off.is_empty() {
+                true => "native (exec plan)".into(),
+                false => format!(
+                    "native (exec plan without {})",
+                    self.rewrites_off.join(", ")
+                ),
+            },
             How::Evaluator { why } => format!("native (fast evaluator; {why})"),
             How::ReplicaPlan(p) => format!(
                 "native ({} replicas, exec plans: {})",
@@ -202,7 +232,7 @@ mod tests {
     #[test]
     fn runs_a_function_and_checks_its_arguments() {
         let m = ir::parse::parse_module(ADD, "add.mlir").unwrap();
-        let mut p = NativeEngine.prepare(ADD, &m, "f", 1).unwrap();
+        let mut p = NativeEngine::default().prepare(ADD, &m, "f", 1).unwrap();
         let out = p
             .run_one(vec![
                 HostTensor::f32(vec![3], vec![1.0, 2.0, 3.0]),
@@ -214,7 +244,10 @@ mod tests {
             .run_one(vec![HostTensor::f32(vec![3], vec![1.0; 3])])
             .unwrap_err();
         assert!(e.0.contains("takes 2 arguments, given 1"), "{e}");
-        let e = NativeEngine.prepare(ADD, &m, "g", 1).err().unwrap();
+        let e = NativeEngine::default()
+            .prepare(ADD, &m, "g", 1)
+            .err()
+            .unwrap();
         assert!(e.0.contains("no function @g"), "{e}");
     }
 
@@ -230,7 +263,7 @@ mod tests {
             %2 = stablehlo.add %i, %i : tensor<2xi64>\n  \
             return %0, %1, %2 : tensor<2xbf16>, tensor<2xf32>, tensor<2xi64>\n}\n";
         let m = ir::parse::parse_module(text, "mixed.mlir").unwrap();
-        let mut p = NativeEngine.prepare(text, &m, "f", 1).unwrap();
+        let mut p = NativeEngine::default().prepare(text, &m, "f", 1).unwrap();
         let args = vec![
             HostTensor::f32(vec![2], vec![1.0 + 3.0 / 256.0, -3.5]),
             HostTensor::f32(vec![2], vec![1.5, -0.25]),

@@ -57,6 +57,8 @@ pub struct EngineOptions {
     pub pjrt_plugin: Option<PathBuf>,
     /// The directory holding `iree-compile` and `iree-run-module` (`--iree-dir`).
     pub iree_dir: Option<PathBuf>,
+    /// The native plan's rewrites (`run --without-rewrite` switches some off).
+    pub rewrites: exec::Rewrites,
 }
 
 impl Default for EngineOptions {
@@ -71,6 +73,7 @@ impl EngineOptions {
             kind: EngineKind::Native,
             pjrt_plugin: None,
             iree_dir: None,
+            rewrites: exec::Rewrites::ALL,
         }
     }
 
@@ -87,6 +90,7 @@ impl EngineOptions {
             kind,
             pjrt_plugin,
             iree_dir,
+            rewrites: exec::Rewrites::ALL,
         })
     }
 
@@ -94,7 +98,9 @@ impl EngineOptions {
     /// PJRT plugin and creates its client; finds the IREE tools).
     pub fn build(&self) -> Result<Box<dyn Engine>, EngineError> {
         match self.kind {
-            EngineKind::Native => Ok(Box::new(crate::native::NativeEngine)),
+            EngineKind::Native => Ok(Box::new(crate::native::NativeEngine {
+                rewrites: self.rewrites,
+            })),
             EngineKind::Iree => Ok(Box::new(crate::iree::IreeEngine::locate(
                 self.iree_dir.as_deref(),
             )?)),
@@ -129,8 +135,7 @@ mod tests {
         assert!(e.0.starts_with("--engine: unknown engine `gpu`"), "{e}");
         let missing = EngineOptions {
             kind: EngineKind::Pjrt,
-            pjrt_plugin: None,
-            iree_dir: None,
+            ..EngineOptions::native()
         };
         if std::env::var_os(crate::pjrt::PLUGIN_ENV).is_none() {
             let e = missing.build().err().expect("pjrt without a plugin built");

@@ -3,7 +3,9 @@
 //! computed in f64 (the native engine hands such a function to the typed
 //! generic evaluator and says so), an f32 function gives the same bits on
 //! the native plan and on `--generic`, and integer arguments of every width
-//! (ui64 above 2⁶³, i16) are read and written in their own dtype.
+//! (ui64 above 2⁶³, i16) are read and written in their own dtype. The native
+//! plan's rewrites switch off by name (`--without-rewrite`), the function
+//! unchanged.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -203,6 +205,97 @@ fn integer_arguments_keep_their_dtype_and_wrap() {
         // 2^64 − 1 + 1 wraps to 0; 2^63 + 1 stays unsigned; i16 max + 1 wraps.
         assert_eq!(a, vec![0, (1u64 << 63) + 1], "{out}");
         assert_eq!(b, vec![i16::MIN, -4], "{out}");
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// Σ c and Σ (e + c) per feature: the second sum joins the loop `e + c`,
+/// which stores over `c` beside the first sum (a residual block's backward).
+const SUMS: &str = "func.func @main(%c: tensor<2x12xf32>, %e: tensor<2x12xf32>) -> (tensor<3xf32>, tensor<3xf32>) {
+  %r2 = stablehlo.reshape %c : (tensor<2x12xf32>) -> tensor<2x3x2x2xf32>
+  %z = stablehlo.constant dense<0.0> : tensor<f32>
+  %sb = stablehlo.reduce(%r2 init: %z) applies stablehlo.add across dimensions = [0, 2, 3] : (tensor<2x3x2x2xf32>, tensor<f32>) -> tensor<3xf32>
+  %d = stablehlo.add %e, %c : tensor<2x12xf32>
+  %r3 = stablehlo.reshape %d : (tensor<2x12xf32>) -> tensor<2x3x2x2xf32>
+  %sb2 = stablehlo.reduce(%r3 init: %z) applies stablehlo.add across dimensions = [0, 2, 3] : (tensor<2x3x2x2xf32>, tensor<f32>) -> tensor<3xf32>
+  return %sb, %sb2 : tensor<3xf32>, tensor<3xf32>
+}
+";
+
+/// Every rewrite of the native plan can be switched off by name (the
+/// output line says which are off), each set computing the sums written by
+/// hand; unknown names and the flag beside `--generic` are refused.
+#[test]
+fn rewrites_switched_off_by_name_compute_the_same_sums() {
+    let dir = temp_dir("rewrites");
+    let c: Vec<f32> = (0..24).map(|i| i as f32).collect();
+    write_npy(&dir.join("c.npy"), "<f4", &[2, 12], &f32_bytes(&c));
+    write_npy(
+        &dir.join("e.npy"),
+        "<f4",
+        &[2, 12],
+        &f32_bytes(&[100.0; 24]),
+    );
+    // Feature k of row n holds c[12n + 4k .. 12n + 4k + 4].
+    let sb: Vec<f32> = (0..3)
+        .map(|k| {
+            (0..2)
+                .flat_map(|n| (0..4).map(move |j| (12 * n + 4 * k + j) as f32))
+                .sum()
+        })
+        .collect();
+    assert_eq!(sb, [60.0, 92.0, 124.0]);
+    for off in [
+        &[][..],
+        &["in_place"][..],
+        &["sum_in_producer", "sibling_reductions"][..],
+        &[
+            "cse",
+            "conv_bias",
+            "conv_upsample",
+            "dot_bias",
+            "conv_moments",
+        ][..],
+    ] {
+        let flags: Vec<&str> = off.iter().flat_map(|n| ["--without-rewrite", n]).collect();
+        let line = run(&dir, SUMS, &["c.npy", "e.npy"], "out", &flags);
+        if !off.is_empty() {
+            assert!(line.contains(&format!("without {}", off[0])), "{line}");
+        }
+        let sums = |k: usize| -> Vec<f32> {
+            let (_, b) = read_npy(&dir.join("out").join(format!("out_{k}.npy")));
+            b.chunks_exact(4)
+                .map(|w| f32::from_le_bytes(w.try_into().unwrap()))
+                .collect()
+        };
+        assert_eq!(sums(0), sb, "Σc without {off:?}");
+        let shifted: Vec<f32> = sb.iter().map(|s| s + 800.0).collect();
+        assert_eq!(sums(1), shifted, "Σ(e + c) without {off:?}");
+    }
+    for (flags, says) in [
+        (
+            &["--without-rewrite", "inplace"][..],
+            "unknown rewrite `inplace`",
+        ),
+        (
+            &["--without-rewrite", "cse", "--generic"][..],
+            "--generic runs no plan",
+        ),
+    ] {
+        let o = Command::new(env!("CARGO_BIN_EXE_certgrad"))
+            .arg("run")
+            .arg(dir.join("m.mlir"))
+            .args(["--inputs"])
+            .arg(dir.join("c.npy"))
+            .arg(dir.join("e.npy"))
+            .arg("--out")
+            .arg(dir.join("refused"))
+            .args(flags)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{stderr}");
+        assert!(stderr.contains(says), "{stderr}");
     }
     std::fs::remove_dir_all(&dir).ok();
 }

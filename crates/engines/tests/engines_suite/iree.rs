@@ -52,7 +52,7 @@ fn a_small_module_matches_the_native_engine_and_is_cached() {
     assert!(!first.compiled.cache_hit, "a fresh cache directory hit");
     assert!(first.compiled.vmfb.is_file());
     let out = first.run_one(args()).unwrap();
-    let native = NativeEngine
+    let native = NativeEngine::default()
         .prepare(STEP, &m, "step", 1)
         .unwrap()
         .run_one(args())
