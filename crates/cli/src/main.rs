@@ -7,6 +7,7 @@ mod bound;
 mod certify;
 mod check_vjp;
 mod demo;
+mod diff;
 mod nets;
 mod render;
 mod run_engine;
@@ -200,6 +201,11 @@ enum Command {
     Eval(train::EvalArgs),
     /// Evaluate a function of a StableHLO file on .npy inputs; write its outputs as .npy.
     Run(RunArgs),
+    /// Whether two StableHLO functions compute the same function: signatures,
+    /// every result at seeded points in float64, and where they part (the
+    /// first op of each whose value the other never computes, with its line).
+    /// Exit status: 0 same, 1 different, 2 usage.
+    Diff(diff::DiffArgs),
     /// A rigorous bound on the f32 rounding error of a net's step (or any function) at a point, for any IEEE evaluation in any summation order, and the mask-flip-free decision. Exit status: 0 rigorous (no compare/select_and_scatter can flip), 1 one could (the bounds then assume the exact branches), 2 usage, 3 a measured value escaped a rigorous bound.
     Bound(bound::BoundArgs),
 }
@@ -384,6 +390,10 @@ fn main() -> ExitCode {
         Command::Train(a) => validate::train(&a).and_then(|()| train::train(&a)),
         Command::Bench(a) => bench::bench(&a),
         Command::Bound(a) => bound::bound(&a),
+        Command::Diff(a) => diff::diff(&a).and_then(|code| match code {
+            0 => Ok(()),
+            c => Err(Exit(c).into()),
+        }),
         Command::Eval(a) => train::eval(&a),
         Command::Run(a) => validate::run(a.repeat)
             .and_then(|()| a.engine.options())

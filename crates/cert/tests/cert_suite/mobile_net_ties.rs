@@ -1,8 +1,8 @@
-//! Depthwise-family whole-net ties (issue 14 §3): MobileNetV2,
+//! Depthwise-family whole-net ties: MobileNetV2,
 //! EfficientNet-B0 and MobileNetV4-Conv-M certified whole and per parameter
 //! at small sizes for N = 1, 2, 3, naming their kink sites; ReLU6's upper
-//! branch exercised by the net certificate's own coverage; and the issue's
-//! six negative controls, each injected into ONE layer of a real net (built
+//! branch exercised by the net certificate's own coverage; and negative
+//! controls, each injected into ONE layer of a real net (built
 //! by the same code as the net's own block) and refuted by the net
 //! certificate, beside its certified twin (the same wrapper with the real
 //! backward).
@@ -197,14 +197,16 @@ fn full_width_nets_tie_at_32x32() {
 fn with_dw(net: &NetSpec, block: &str, f: impl Fn(DepthwiseConv2d) -> Box<dyn CertLayer>) -> Chain {
     let tys = net.chain().unwrap().types(&net.input_type(1)).unwrap();
     let i = net.layers.iter().position(|(n, _)| n == block).unwrap();
-    let LayerSpec::InvertedResidual(s) = &net.layers[i].1 else {
-        panic!("{block} is not an inverted residual")
+    let (k, stride, padding, expand) = match &net.layers[i].1 {
+        LayerSpec::InvertedResidual(s) => (s.k, s.stride, s.padding, s.expand),
+        LayerSpec::MbConvSe(s) => (s.k, s.stride, s.padding, s.expand),
+        _ => panic!("{block} is not an inverted residual or an MBConv"),
     };
     let dw = DepthwiseConv2d {
-        k: s.k,
-        stride: s.stride,
-        padding: s.padding,
-        ch: tys[i].shape[1] * s.expand,
+        k,
+        stride,
+        padding,
+        ch: tys[i].shape[1] * expand,
         bias: false,
     };
     rebuilt(net, block, &mut |name, layer| {
@@ -282,6 +284,37 @@ fn control_symmetric_backward_under_an_xla_same_forward_is_refuted() {
         &control,
         &["dx", "dstem.", "dblocks.0.", "dblocks.1."],
         "symmetric backward",
+    );
+}
+
+#[test]
+fn control_xla_same_backward_under_a_symmetric_forward_is_refuted() {
+    // The converse, where the forward pads symmetrically: EfficientNet-B0's
+    // blocks.1 (dw 3×3/s2, [1, 1]) with the XLA-SAME convention's backward.
+    let net = efficientnet_b0_width(10, (32, 32), 8);
+    let wrong = |dw: DepthwiseConv2d| -> Box<dyn CertLayer> {
+        Box::new(ReplacedBackward::new(
+            dw,
+            "XLA-SAME backward",
+            |d, fb, x, p, _, dy| {
+                assert_eq!(d.padding, Padding::Symmetric, "the forward's padding");
+                let same = DepthwiseConv2d {
+                    padding: Padding::XlaSame,
+                    ..d.clone()
+                };
+                let g = same.geometry(fb.ty(x)).expect("geometry");
+                d.backward_at(fb, x, p, dy, &g)
+            },
+        ))
+    };
+    let twin = with_dw(&net, "blocks.1", honest_dw);
+    let control = with_dw(&net, "blocks.1", wrong);
+    twin_and_control(
+        &net,
+        &twin,
+        &control,
+        &["dx", "dstem.", "dblocks.0.", "dblocks.1."],
+        "XLA-SAME backward",
     );
 }
 

@@ -3,8 +3,12 @@
 //! input size and channel width, their names (`mobilenetv2`,
 //! `efficientnet-b0-k1000`, `mobilenetv4-conv-m-k10-64x64`), and the
 //! `BlockSpec` of each block kind of `crate::blocks_mobile`. All three use
-//! true batch-stat BN (ε 1e-5), bias-free convs before every BN and XLA-SAME
-//! padding at every strided site (TF-origin ports).
+//! true batch-stat BN (ε 1e-5) and bias-free convs before every BN. Their
+//! stems pad XLA-SAME (`[0, 1]` at 3×3/s2); after the stem, MobileNetV2's
+//! strided depthwise convs pad XLA-SAME too, while EfficientNet-B0's strided
+//! depthwise convs and MobileNetV4's fused-MBConv and strided UIB pre-DW
+//! convs pad symmetrically (`[p, p]`) — the reference project's nets, as its
+//! rendered artifacts pad them (docs/nets.md).
 
 use super::block::{at_least, positive_eps, BlockSpec, BuildCtx, FieldError};
 use super::leaves::channels;
@@ -22,7 +26,12 @@ use ir::TensorType;
 /// The conventions every block of the three nets shares.
 const WORLD: BnWorld = BnWorld::Batch;
 const EPS: f64 = 1e-5;
-const PAD: Padding = Padding::XlaSame;
+/// Every stem: XLA-SAME.
+const STEM_PAD: Padding = Padding::XlaSame;
+/// MobileNetV2's strided blocks.
+const MNV2_PAD: Padding = Padding::XlaSame;
+/// EfficientNet-B0's and MobileNetV4-Conv-M's strided blocks.
+const BLOCK_PAD: Padding = Padding::Symmetric;
 const SKIP: SkipRule = SkipRule::IdentityWhenShapeKept;
 
 /// The stem width of all three nets; `width` scales every channel count by
@@ -116,7 +125,7 @@ fn conv_bn_act(k: i64, stride: i64, out_ch: i64, act: Activation) -> LayerSpec {
     LayerSpec::ConvBnAct(ConvBnActSpec {
         k,
         stride,
-        padding: PAD,
+        padding: STEM_PAD,
         out_ch,
         act,
         world: WORLD,
@@ -194,7 +203,7 @@ pub fn mobilenetv2_width(classes: i64, hw: (i64, i64), width: i64) -> NetSpec {
                 expand: t,
                 k: 3,
                 stride: if i == 0 { s } else { 1 },
-                padding: PAD,
+                padding: MNV2_PAD,
                 out_ch: scaled(c, width),
                 act: Activation::Relu6,
                 skip: SKIP,
@@ -246,7 +255,7 @@ pub fn efficientnet_b0_width(classes: i64, hw: (i64, i64), width: i64) -> NetSpe
                 expand: t,
                 k,
                 stride: if i == 0 { s } else { 1 },
-                padding: PAD,
+                padding: BLOCK_PAD,
                 out_ch: scaled(c, width),
                 act: Activation::Swish,
                 se_divisor: 4,
@@ -319,7 +328,7 @@ pub fn mobilenetv4_conv_m_width(classes: i64, hw: (i64, i64), width: i64) -> Net
                 expand: 4,
                 k: 3,
                 stride: 2,
-                padding: PAD,
+                padding: BLOCK_PAD,
                 out_ch: scaled(48, width),
                 act: Activation::Swish,
                 skip: SKIP,
@@ -334,7 +343,7 @@ pub fn mobilenetv4_conv_m_width(classes: i64, hw: (i64, i64), width: i64) -> Net
             post_dw_k: post,
             expand,
             stride,
-            padding: PAD,
+            padding: BLOCK_PAD,
             out_ch: scaled(out, width),
             act: Activation::Relu,
             skip: SKIP,
@@ -442,14 +451,15 @@ mod tests {
         );
     }
 
-    /// The geometry of REFERENCE §4.4/4.5/4.8: every strided site is
-    /// XLA-SAME, 224 → 112 at the stem, 7×7 before the head.
+    /// The geometry of REFERENCE §4.4/4.5/4.8: 224 → 112 at the stem, 7×7
+    /// before the head; the stem XLA-SAME, the strided blocks XLA-SAME in
+    /// MobileNetV2 and symmetric in the other two.
     #[test]
     fn geometry_is_the_papers() {
-        for n in [
-            mobilenetv2(10, (224, 224)),
-            efficientnet_b0(10, (224, 224)),
-            mobilenetv4_conv_m(10, (224, 224)),
+        for (n, blocks) in [
+            (mobilenetv2(10, (224, 224)), "XlaSame"),
+            (efficientnet_b0(10, (224, 224)), "Symmetric"),
+            (mobilenetv4_conv_m(10, (224, 224)), "Symmetric"),
         ] {
             let chain = n.chain().unwrap();
             let tys = chain.types(&n.input_type(1)).unwrap();
@@ -462,8 +472,13 @@ mod tests {
                 .map(|(_, l)| l.name())
                 .filter(|l| l.contains("s2 "))
                 .collect();
-            assert!(strided.iter().all(|l| l.contains("XlaSame")), "{strided:?}");
             assert_eq!(strided.len(), 5, "{}: stem + 4 strided blocks", n.name);
+            assert!(strided[0].contains("XlaSame"), "{strided:?}");
+            assert!(
+                strided[1..].iter().all(|l| l.contains(blocks)),
+                "{}: {strided:?}",
+                n.name
+            );
         }
         let ps = mobilenetv4_conv_m(10, (224, 224)).param_specs().unwrap();
         let shape = |name: &str| {
