@@ -4,9 +4,10 @@
 //! types in order); then both evaluated at the same seeded points in float64
 //! (so f32 rounding is never mistaken for a difference), every result
 //! compared; then, for a pair that differs, every intermediate value of each
-//! matched by value against the other's (equal shape, equal numbers at the
-//! same inputs), and the first op of each whose operands all have a match
-//! but whose result has none named, with its line and attributes.
+//! matched by value against the other's (equal type, equal numbers at the
+//! same inputs), and from the differing result back along the values with
+//! no match the op of each whose operands all have a match but whose result
+//! has none named, with its line and the attribute that differs.
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
@@ -148,20 +149,27 @@ pub fn diff(a: &DiffArgs) -> Result<u8> {
             .map_err(|e| anyhow::anyhow!("{e}"))?;
         vec![("--inputs".to_string(), values)]
     };
-    let mut first_parting: Option<usize> = None;
+    // The first point and result that differ; whether any result had a
+    // finite number to compare.
+    let mut first_parting: Option<(usize, usize)> = None;
+    let mut informative = false;
     for (k, (what, inputs)) in points.iter().enumerate() {
         let ra = evaluate(&sa, inputs.clone())?;
         let rb = evaluate(&sb, inputs.clone())?;
         println!("point {} ({what}):", k + 1);
-        let mut differ = 0;
         for (i, (x, y)) in ra.iter().zip(&rb).enumerate() {
             let d = difference(x, y);
             let same = d <= a.tolerance;
-            differ += (!same) as usize;
+            if !same && first_parting.is_none() {
+                first_parting = Some((k, i));
+            }
+            let blank = same && no_finite_value(x) && no_finite_value(y);
+            informative |= !blank;
             println!(
                 "  result {i:<3} {:<28} {}",
                 x.ty().to_string(),
                 match (same, d) {
+                    _ if blank => "no finite value in either (no information)".to_string(),
                     (true, 0.0) => "same (bit for bit in float64)".to_string(),
                     (true, d) => format!("same (relative difference {d:.1e})"),
                     (false, d) if d.is_infinite() => "DIFFERENT (non-finite values apart)".into(),
@@ -169,11 +177,14 @@ pub fn diff(a: &DiffArgs) -> Result<u8> {
                 }
             );
         }
-        if differ > 0 && first_parting.is_none() {
-            first_parting = Some(k);
-        }
     }
-    let Some(k) = first_parting else {
+    let Some((k, output)) = first_parting else {
+        if !informative {
+            println!(
+                "verdict: undecided (no result has a finite value at any point; try --inputs)"
+            );
+            return Ok(3);
+        }
         println!(
             "verdict: same function at {} point{}",
             points.len(),
@@ -181,9 +192,9 @@ pub fn diff(a: &DiffArgs) -> Result<u8> {
         );
         return Ok(0);
     };
-    match localise(&sa, &sb, &points[k].1, a.tolerance)? {
+    match localise(&sa, &sb, &points[k].1, a.tolerance, output)? {
         Some(text) => println!("{text}"),
-        None => println!("where they part: no single op (the results differ, every intermediate value of A has a match in B)"),
+        None => println!("where they part: not found (the differing result's value has a match in the other function)"),
     }
     println!("verdict: different");
     Ok(1)
@@ -256,6 +267,11 @@ fn floats(v: &Value<f64>) -> Option<&[f64]> {
     }
 }
 
+/// Whether a float value has no finite element (integers always have).
+fn no_finite_value(x: &Value<f64>) -> bool {
+    floats(x).is_some_and(|d| d.iter().all(|v| !v.is_finite()))
+}
+
 /// The norm-wise relative difference of two values of one type (0 when
 /// equal, infinite when non-finite values sit apart or integers differ).
 fn difference(x: &Value<f64>, y: &Value<f64>) -> f64 {
@@ -289,7 +305,7 @@ fn difference(x: &Value<f64>, y: &Value<f64>) -> f64 {
 /// last use: a 224² net is localised in the memory of one evaluation.
 /// Also: per pair of results, the op that defines the value (`None`: a
 /// parameter) and its type.
-fn fingerprinted(f: &Func) -> (Func, Vec<(Option<usize>, TensorType)>) {
+fn fingerprinted(f: &Func) -> (Func, Vec<(ValueId, Option<usize>, TensorType)>) {
     let mut next = f.num_values() as u32;
     let mut fresh = |ty: TensorType| {
         next += 1;
@@ -306,7 +322,7 @@ fn fingerprinted(f: &Func) -> (Func, Vec<(Option<usize>, TensorType)>) {
     let splat = |x: f64| OpKind::Constant(ir::DenseData::Float(vec![x]));
     let mut body: Vec<Op> = Vec::new();
     let mut sums: Vec<ValueId> = Vec::new();
-    let mut which: Vec<(Option<usize>, TensorType)> = Vec::new();
+    let mut which: Vec<(ValueId, Option<usize>, TensorType)> = Vec::new();
     let mut reduce_ops =
         |v: ValueId, ty: &TensorType, body: &mut Vec<Op>, sums: &mut Vec<ValueId>| {
             let n = ty.shape.iter().product::<i64>().max(1);
@@ -379,7 +395,7 @@ fn fingerprinted(f: &Func) -> (Func, Vec<(Option<usize>, TensorType)>) {
     for p in &f.params {
         if p.ty.elem.is_float() {
             reduce_ops(p.value, &p.ty, &mut body, &mut sums);
-            which.push((None, p.ty.clone()));
+            which.push((p.value, None, p.ty.clone()));
         }
     }
     let ops = &f.body.ops[..f.body.ops.len() - 1];
@@ -391,7 +407,7 @@ fn fingerprinted(f: &Func) -> (Func, Vec<(Option<usize>, TensorType)>) {
         for (v, ty) in &o.results {
             if ty.elem.is_float() {
                 reduce_ops(*v, ty, &mut body, &mut sums);
-                which.push((Some(k), ty.clone()));
+                which.push((*v, Some(k), ty.clone()));
             }
         }
     }
@@ -399,7 +415,7 @@ fn fingerprinted(f: &Func) -> (Func, Vec<(Option<usize>, TensorType)>) {
     let results: Vec<FuncResult> = sums
         .iter()
         .zip(which.iter().flat_map(|w| [w, w]))
-        .map(|(_, (_, ty))| FuncResult {
+        .map(|(_, (_, _, ty))| FuncResult {
             ty: TensorType::scalar(ty.elem),
             attrs: None,
         })
@@ -419,8 +435,8 @@ fn fingerprinted(f: &Func) -> (Func, Vec<(Option<usize>, TensorType)>) {
     (g, which)
 }
 
-/// A side's every float value at `inputs`, as (defining op, type, Σ v·w, Σ |v|).
-type Values = Vec<(Option<usize>, TensorType, f64, f64)>;
+/// A side's every float value at `inputs`: id, defining op, type, Σ v·w, Σ |v|.
+type Values = Vec<(ValueId, Option<usize>, TensorType, f64, f64)>;
 
 fn every_value_at(side: &Side, inputs: &[Value<f64>]) -> Result<Values> {
     let (g, which) = fingerprinted(side.f());
@@ -442,7 +458,7 @@ fn every_value_at(side: &Side, inputs: &[Value<f64>]) -> Result<Values> {
     Ok(which
         .into_iter()
         .zip(outs.chunks_exact(2))
-        .map(|((k, ty), s)| (k, ty, scalar(&s[0]), scalar(&s[1])))
+        .map(|((v, k, ty), s)| (v, k, ty, scalar(&s[0]), scalar(&s[1])))
         .collect())
 }
 
@@ -457,11 +473,11 @@ fn same_print(x: (f64, f64), y: (f64, f64), tol: f64) -> bool {
 /// its fingerprint.
 fn matched(from: &Values, to: &Values, tol: f64) -> Vec<bool> {
     let mut by_type: HashMap<&TensorType, Vec<(f64, f64)>> = HashMap::new();
-    for (_, ty, s, a) in to {
+    for (_, _, ty, s, a) in to {
         by_type.entry(ty).or_default().push((*s, *a));
     }
     from.iter()
-        .map(|(_, ty, s, a)| {
+        .map(|(_, _, ty, s, a)| {
             by_type
                 .get(ty)
                 .is_some_and(|c| c.iter().any(|&y| same_print((*s, *a), y, tol)))
@@ -469,49 +485,124 @@ fn matched(from: &Values, to: &Values, tol: f64) -> Vec<bool> {
         .collect()
 }
 
-/// The first op of `side` whose result has no match though every operand
-/// that is a float value of the function has one.
-fn first_parted<'s>(side: &'s Side, values: &Values, hit: &[bool]) -> Option<&'s Op> {
+/// Where `side` parts from the other: from its result `output` (which
+/// differs), back through values with no match in the other — at each op
+/// into its unmatched operand computed by the most ops in a row (the data
+/// path, not a parameter's broadcast the other side never forms) — to the
+/// op whose operands all have matches and whose result has none.
+fn culprit<'s>(side: &'s Side, values: &Values, hit: &[bool], output: usize) -> Option<&'s Op> {
     let f = side.f();
     let ops = &f.body.ops;
-    // Per value id, whether it has a match (float values only).
+    // Per float value id: whether it has a match.
     let mut ok: HashMap<ValueId, bool> = HashMap::new();
     let mut at = 0;
     for p in f.params.iter().filter(|p| p.ty.elem.is_float()) {
         ok.insert(p.value, hit[at]);
         at += 1;
     }
-    let mut parted: Vec<usize> = Vec::new();
+    // Per op result: its op, and its depth (ops on the longest path from
+    // the parameters).
+    let mut def: HashMap<ValueId, usize> = HashMap::new();
+    let mut depth: HashMap<ValueId, usize> = HashMap::new();
     for (k, o) in ops.iter().enumerate() {
-        if matches!(o.kind, OpKind::Constant(_)) {
-            continue;
-        }
+        let d = 1 + o
+            .operands
+            .iter()
+            .filter_map(|v| depth.get(v))
+            .max()
+            .copied()
+            .unwrap_or(0);
         for (v, ty) in &o.results {
-            if ty.elem.is_float() {
-                debug_assert_eq!(values[at].0, Some(k));
+            def.insert(*v, k);
+            depth.insert(*v, d);
+            if ty.elem.is_float() && !matches!(o.kind, OpKind::Constant(_)) {
+                debug_assert_eq!(values[at].1, Some(k));
                 ok.insert(*v, hit[at]);
-                if !hit[at] && !parted.contains(&k) {
-                    parted.push(k);
-                }
                 at += 1;
             }
         }
     }
-    let clean = |o: &Op| {
-        o.operands
+    let unmatched = |v: &ValueId| ok.get(v) == Some(&false) && def.contains_key(v);
+    let mut v = *ops.last()?.operands.get(output)?;
+    if !unmatched(&v) {
+        return None;
+    }
+    loop {
+        let op = &ops[def[&v]];
+        match op
+            .operands
             .iter()
-            .all(|v| ok.get(v).copied().unwrap_or(true))
-    };
-    parted
+            .filter(|o| unmatched(o))
+            .max_by_key(|o| (depth[*o], def[*o]))
+        {
+            Some(next) => v = *next,
+            None => return Some(op),
+        }
+    }
+}
+
+/// The ops of a side whose float operands all have matches (constants and
+/// integers aside) and some float result of which has none, in order.
+fn boundary<'s>(side: &'s Side, values: &Values, hit: &[bool]) -> Vec<&'s Op> {
+    let ok: HashMap<ValueId, bool> = values.iter().zip(hit).map(|(v, h)| (v.0, *h)).collect();
+    side.f()
+        .body
+        .ops
         .iter()
-        .map(|&k| &ops[k])
-        .find(|o| clean(o))
-        .or_else(|| parted.first().map(|&k| &ops[k]))
+        .filter(|o| !matches!(o.kind, OpKind::Constant(_)))
+        .filter(|o| o.results.iter().any(|(v, _)| ok.get(v) == Some(&false)))
+        .filter(|o| {
+            o.operands
+                .iter()
+                .all(|v| ok.get(v).copied().unwrap_or(true))
+        })
+        .collect()
+}
+
+/// The first op of A and an op of B that part from the same operands: the
+/// same kind of op, each float operand of one the same numbers as the
+/// other's (constants and integers taken as alike), each result new to
+/// the other side — a changed attribute or constant, not a rewriting.
+fn counterparts<'s>(
+    sa: &'s Side,
+    va: &Values,
+    ha: &[bool],
+    sb: &'s Side,
+    vb: &Values,
+    hb: &[bool],
+    tol: f64,
+) -> Option<(&'s Op, &'s Op)> {
+    let prints = |v: &Values| -> HashMap<ValueId, (f64, f64)> {
+        v.iter().map(|x| (x.0, (x.3, x.4))).collect()
+    };
+    let (pa, pb) = (prints(va), prints(vb));
+    let (ba, bb) = (boundary(sa, va, ha), boundary(sb, vb, hb));
+    ba.into_iter().find_map(|a| {
+        let b = bb.iter().find(|b| {
+            b.kind.name() == a.kind.name()
+                && b.operands.len() == a.operands.len()
+                && a.operands
+                    .iter()
+                    .zip(&b.operands)
+                    .all(|(x, y)| match (pa.get(x), pb.get(y)) {
+                        (Some(&p), Some(&q)) => same_print(p, q, tol),
+                        (None, None) => true,
+                        _ => false,
+                    })
+        })?;
+        Some((a, *b))
+    })
 }
 
 /// Where A and B part at `inputs`: the first op of each whose result the
 /// other never computes; `None` when every value of A has a match.
-fn localise(sa: &Side, sb: &Side, inputs: &[Value<f64>], tol: f64) -> Result<Option<String>> {
+fn localise(
+    sa: &Side,
+    sb: &Side,
+    inputs: &[Value<f64>],
+    tol: f64,
+    output: usize,
+) -> Result<Option<String>> {
     let va = match every_value_at(sa, inputs) {
         Ok(v) => v,
         Err(e) => return Ok(Some(format!("where they part: not localised ({e})"))),
@@ -525,11 +616,15 @@ fn localise(sa: &Side, sb: &Side, inputs: &[Value<f64>], tol: f64) -> Result<Opt
     let tol = tol.max(1e-12) * 10.0;
     let ha = matched(&va, &vb, tol);
     let hb = matched(&vb, &va, tol);
-    let (Some(a), b) = (first_parted(sa, &va, &ha), first_parted(sb, &vb, &hb)) else {
-        return Ok(None);
+    let (a, b) = match counterparts(sa, &va, &ha, sb, &vb, &hb, tol) {
+        Some((a, b)) => (a, Some(b)),
+        None => match culprit(sa, &va, &ha, output) {
+            Some(a) => (a, culprit(sb, &vb, &hb, output)),
+            None => return Ok(None),
+        },
     };
     let mut text = format!(
-        "where they part (the first value each computes that the other never does):\n  A {}",
+        "where they part (back from result {output}: the op whose operands the other side computes too, and whose value it never does):\n  A {}",
         sa.quote(a)
     );
     match b {

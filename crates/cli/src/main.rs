@@ -204,7 +204,8 @@ enum Command {
     /// Whether two StableHLO functions compute the same function: signatures,
     /// every result at seeded points in float64, and where they part (the
     /// first op of each whose value the other never computes, with its line).
-    /// Exit status: 0 same, 1 different, 2 usage.
+    /// Exit status: 0 same, 1 different, 2 usage, 3 undecided (no finite
+    /// result at any point).
     Diff(diff::DiffArgs),
     /// A rigorous bound on the f32 rounding error of a net's step (or any function) at a point, for any IEEE evaluation in any summation order, and the mask-flip-free decision. Exit status: 0 rigorous (no compare/select_and_scatter can flip), 1 one could (the bounds then assume the exact branches), 2 usage, 3 a measured value escaped a rigorous bound.
     Bound(bound::BoundArgs),

@@ -1,9 +1,11 @@
 //! `certgrad diff` on pairs built here: a convolution's padding changed, a
 //! batch norm's epsilon changed and an activation swapped are each found
-//! and named at their op (file, line, the attribute that differs); two
+//! and named at their op (file, line, the attribute that differs), the
+//! padding also behind a rewritten scale the other side never computes; two
 //! rewritings of one function (operands commuted, a sum reassociated, a
-//! reduction over a transpose) are the same; different signatures and
-//! usage errors are reported with their exit statuses.
+//! reduction over a transpose) are the same; results without a finite value
+//! are undecided; different signatures and usage errors are reported with
+//! their exit statuses.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -112,6 +114,45 @@ fn a_changed_padding_is_named_at_its_convolution() {
         (2, 2),
         Some(("pad = [[1, 1], [1, 1]]", "pad = [[0, 1], [0, 1]]")),
     );
+}
+
+#[test]
+fn a_changed_padding_is_found_behind_a_rewritten_scale() {
+    // B scales by (2g)·y·½ where A scales by g·y: values A never forms
+    // (2g, its broadcast, the product before the ½) lie on B's path from
+    // the result back to the convolution whose padding differs.
+    let b = CONV
+        .replace("pad = [[1, 1], [1, 1]]", "pad = [[0, 1], [0, 1]]")
+        .replace(
+            "  %gb = stablehlo.broadcast_in_dim %g, dims = [1] : (tensor<4xf32>) -> tensor<2x4x4x4xf32>\n  %z = stablehlo.multiply %y, %gb : tensor<2x4x4x4xf32>\n",
+            "  %two = stablehlo.constant dense<2.0> : tensor<4xf32>\n  %g2 = stablehlo.multiply %g, %two : tensor<4xf32>\n  %gb = stablehlo.broadcast_in_dim %g2, dims = [1] : (tensor<4xf32>) -> tensor<2x4x4x4xf32>\n  %z2 = stablehlo.multiply %y, %gb : tensor<2x4x4x4xf32>\n  %half = stablehlo.constant dense<0.5> : tensor<2x4x4x4xf32>\n  %z = stablehlo.multiply %z2, %half : tensor<2x4x4x4xf32>\n",
+        );
+    assert!(b.contains("%g2"), "the rewrite applied");
+    assert_parted(
+        CONV,
+        &b,
+        (2, 2),
+        Some(("pad = [[1, 1], [1, 1]]", "pad = [[0, 1], [0, 1]]")),
+    );
+}
+
+#[test]
+fn a_result_without_finite_values_is_undecided() {
+    let dir = temp_dir("nan");
+    let nan = "func.func public @main(%x: tensor<3xf32>) -> tensor<3xf32> {
+  %q = stablehlo.multiply %x, %x : tensor<3xf32>
+  %one = stablehlo.constant dense<1.0> : tensor<3xf32>
+  %p = stablehlo.add %q, %one : tensor<3xf32>
+  %n = stablehlo.negate %p : tensor<3xf32>
+  %l = stablehlo.sqrt %n : tensor<3xf32>
+  return %l : tensor<3xf32>
+}
+";
+    let (code, out) = diff(&dir, nan, nan, &[]);
+    assert_eq!(code, 3, "{out}");
+    assert!(out.contains("no finite value in either"), "{out}");
+    assert!(out.contains("verdict: undecided"), "{out}");
+    std::fs::remove_dir_all(&dir).ok();
 }
 
 #[test]
