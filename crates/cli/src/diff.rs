@@ -328,45 +328,26 @@ fn fingerprinted(f: &Func) -> (Func, Vec<(ValueId, Option<usize>, TensorType)>) 
             let n = ty.shape.iter().product::<i64>().max(1);
             let flat = TensorType::new(vec![n], ty.elem);
             let scalar = TensorType::scalar(ty.elem);
-            let r = fresh(flat.clone());
-            body.push(op(ir::OpKind::Reshape, vec![v], r.clone()));
-            let i = fresh(flat.clone());
-            body.push(op(OpKind::Iota { dim: 0 }, vec![], i.clone()));
-            let k = fresh(flat.clone());
-            body.push(op(splat(0.618_033_988_749_894_9), vec![], k.clone()));
-            let p = fresh(flat.clone());
-            body.push(op(
-                OpKind::Binary(ir::BinaryOp::Multiply),
-                vec![i.0, k.0],
-                p.clone(),
-            ));
-            let fl = fresh(flat.clone());
-            body.push(op(OpKind::Unary(ir::UnaryOp::Floor), vec![p.0], fl.clone()));
-            let fr = fresh(flat.clone());
-            body.push(op(
-                OpKind::Binary(ir::BinaryOp::Subtract),
-                vec![p.0, fl.0],
-                fr.clone(),
-            ));
-            let one = fresh(flat.clone());
-            body.push(op(splat(1.0), vec![], one.clone()));
-            let w = fresh(flat.clone());
-            body.push(op(
-                OpKind::Binary(ir::BinaryOp::Add),
-                vec![fr.0, one.0],
-                w.clone(),
-            ));
-            let prod = fresh(flat.clone());
-            body.push(op(
-                OpKind::Binary(ir::BinaryOp::Multiply),
-                vec![r.0, w.0],
-                prod.clone(),
-            ));
-            let abs = fresh(flat.clone());
-            body.push(op(OpKind::Unary(ir::UnaryOp::Abs), vec![r.0], abs.clone()));
+            // One flat op into `body`: its result's id.
+            let mut emit = |kind: OpKind, operands: Vec<ValueId>, body: &mut Vec<Op>| {
+                let r = fresh(flat.clone());
+                body.push(op(kind, operands, r.clone()));
+                r.0
+            };
+            use ir::{BinaryOp as B, UnaryOp as U};
+            let r = emit(OpKind::Reshape, vec![v], body);
+            let i = emit(OpKind::Iota { dim: 0 }, vec![], body);
+            let k = emit(splat(0.618_033_988_749_894_9), vec![], body);
+            let p = emit(OpKind::Binary(B::Multiply), vec![i, k], body);
+            let fl = emit(OpKind::Unary(U::Floor), vec![p], body);
+            let fr = emit(OpKind::Binary(B::Subtract), vec![p, fl], body);
+            let one = emit(splat(1.0), vec![], body);
+            let w = emit(OpKind::Binary(B::Add), vec![fr, one], body);
+            let prod = emit(OpKind::Binary(B::Multiply), vec![r, w], body);
+            let abs = emit(OpKind::Unary(U::Abs), vec![r], body);
             let zero = fresh(scalar.clone());
             body.push(op(splat(0.0), vec![], zero.clone()));
-            for x in [prod.0, abs.0] {
+            for x in [prod, abs] {
                 let (a, b) = (fresh(scalar.clone()), fresh(scalar.clone()));
                 let sum = fresh(scalar.clone());
                 let add = op(

@@ -426,6 +426,24 @@ impl ConvDims {
             output_spatial: sp,
         }
     }
+
+    /// The weight VJP of a 2-D NCHW convolution as a convolution: the input
+    /// `x` read with C as batch and N as feature, the cotangent `dy` as the
+    /// kernel (N as input feature, O as output feature), the result
+    /// `[O, C, kh, kw]` (output feature first).
+    pub fn nchw_weight_gradient() -> Self {
+        ConvDims {
+            input_batch: 1,
+            input_feature: 0,
+            input_spatial: vec![2, 3],
+            kernel_input_feature: 0,
+            kernel_output_feature: 1,
+            kernel_spatial: vec![2, 3],
+            output_batch: 1,
+            output_feature: 0,
+            output_spatial: vec![2, 3],
+        }
+    }
 }
 
 /// `stablehlo.convolution` attributes, defaults filled in.

@@ -257,63 +257,59 @@ fn control_strided_depthwise_input_vjp_with_the_weight_vjp_pad_is_refuted() {
     );
 }
 
-#[test]
-fn control_symmetric_backward_under_an_xla_same_forward_is_refuted() {
-    // The backward (input and weight VJPs) of the symmetric convention —
-    // even phase — under the XLA-SAME (odd-phase) forward of blocks.1.
-    let net = mobilenetv2_width(10, (32, 32), 8);
-    let wrong = |dw: DepthwiseConv2d| -> Box<dyn CertLayer> {
+/// blocks.1's depthwise conv (3×3/s2) of `net`, whose forward pads by
+/// `forward`, with the backward (input and weight VJPs) of the `backward`
+/// convention: the other phase of the strided conv. Refuted beside its twin.
+fn other_conventions_backward_is_refuted(
+    net: &NetSpec,
+    forward: Padding,
+    backward: Padding,
+    what: &'static str,
+) {
+    let wrong = move |dw: DepthwiseConv2d| -> Box<dyn CertLayer> {
         Box::new(ReplacedBackward::new(
             dw,
-            "symmetric backward",
-            |d, fb, x, p, _, dy| {
-                let sym = DepthwiseConv2d {
-                    padding: Padding::Symmetric,
+            what,
+            move |d, fb, x, p, _, dy| {
+                assert_eq!(d.padding, forward, "the forward's padding");
+                let other = DepthwiseConv2d {
+                    padding: backward,
                     ..d.clone()
                 };
-                let g = sym.geometry(fb.ty(x)).expect("geometry");
+                let g = other.geometry(fb.ty(x)).expect("geometry");
                 d.backward_at(fb, x, p, dy, &g)
             },
         ))
     };
-    let twin = with_dw(&net, "blocks.1", honest_dw);
-    let control = with_dw(&net, "blocks.1", wrong);
+    let twin = with_dw(net, "blocks.1", honest_dw);
+    let control = with_dw(net, "blocks.1", wrong);
     twin_and_control(
-        &net,
+        net,
         &twin,
         &control,
         &["dx", "dstem.", "dblocks.0.", "dblocks.1."],
+        what,
+    );
+}
+
+#[test]
+fn control_symmetric_backward_under_an_xla_same_forward_is_refuted() {
+    // MobileNetV2 pads its strided depthwise convs XLA-SAME (odd phase).
+    other_conventions_backward_is_refuted(
+        &mobilenetv2_width(10, (32, 32), 8),
+        Padding::XlaSame,
+        Padding::Symmetric,
         "symmetric backward",
     );
 }
 
 #[test]
 fn control_xla_same_backward_under_a_symmetric_forward_is_refuted() {
-    // The converse, where the forward pads symmetrically: EfficientNet-B0's
-    // blocks.1 (dw 3×3/s2, [1, 1]) with the XLA-SAME convention's backward.
-    let net = efficientnet_b0_width(10, (32, 32), 8);
-    let wrong = |dw: DepthwiseConv2d| -> Box<dyn CertLayer> {
-        Box::new(ReplacedBackward::new(
-            dw,
-            "XLA-SAME backward",
-            |d, fb, x, p, _, dy| {
-                assert_eq!(d.padding, Padding::Symmetric, "the forward's padding");
-                let same = DepthwiseConv2d {
-                    padding: Padding::XlaSame,
-                    ..d.clone()
-                };
-                let g = same.geometry(fb.ty(x)).expect("geometry");
-                d.backward_at(fb, x, p, dy, &g)
-            },
-        ))
-    };
-    let twin = with_dw(&net, "blocks.1", honest_dw);
-    let control = with_dw(&net, "blocks.1", wrong);
-    twin_and_control(
-        &net,
-        &twin,
-        &control,
-        &["dx", "dstem.", "dblocks.0.", "dblocks.1."],
+    // EfficientNet-B0 pads them symmetrically ([1, 1] at 3×3).
+    other_conventions_backward_is_refuted(
+        &efficientnet_b0_width(10, (32, 32), 8),
+        Padding::Symmetric,
+        Padding::XlaSame,
         "XLA-SAME backward",
     );
 }

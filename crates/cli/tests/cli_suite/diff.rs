@@ -105,15 +105,12 @@ fn assert_parted(a: &str, b: &str, lines: (usize, usize), has: Option<(&str, &st
     std::fs::remove_dir_all(&dir).ok();
 }
 
+/// The convolution's padding in `CONV`, and the one B has instead.
+const PADS: (&str, &str) = ("pad = [[1, 1], [1, 1]]", "pad = [[0, 1], [0, 1]]");
+
 #[test]
 fn a_changed_padding_is_named_at_its_convolution() {
-    let b = CONV.replace("pad = [[1, 1], [1, 1]]", "pad = [[0, 1], [0, 1]]");
-    assert_parted(
-        CONV,
-        &b,
-        (2, 2),
-        Some(("pad = [[1, 1], [1, 1]]", "pad = [[0, 1], [0, 1]]")),
-    );
+    assert_parted(CONV, &CONV.replace(PADS.0, PADS.1), (2, 2), Some(PADS));
 }
 
 #[test]
@@ -121,19 +118,12 @@ fn a_changed_padding_is_found_behind_a_rewritten_scale() {
     // B scales by (2g)·y·½ where A scales by g·y: values A never forms
     // (2g, its broadcast, the product before the ½) lie on B's path from
     // the result back to the convolution whose padding differs.
-    let b = CONV
-        .replace("pad = [[1, 1], [1, 1]]", "pad = [[0, 1], [0, 1]]")
-        .replace(
+    let b = CONV.replace(PADS.0, PADS.1).replace(
             "  %gb = stablehlo.broadcast_in_dim %g, dims = [1] : (tensor<4xf32>) -> tensor<2x4x4x4xf32>\n  %z = stablehlo.multiply %y, %gb : tensor<2x4x4x4xf32>\n",
             "  %two = stablehlo.constant dense<2.0> : tensor<4xf32>\n  %g2 = stablehlo.multiply %g, %two : tensor<4xf32>\n  %gb = stablehlo.broadcast_in_dim %g2, dims = [1] : (tensor<4xf32>) -> tensor<2x4x4x4xf32>\n  %z2 = stablehlo.multiply %y, %gb : tensor<2x4x4x4xf32>\n  %half = stablehlo.constant dense<0.5> : tensor<2x4x4x4xf32>\n  %z = stablehlo.multiply %z2, %half : tensor<2x4x4x4xf32>\n",
         );
     assert!(b.contains("%g2"), "the rewrite applied");
-    assert_parted(
-        CONV,
-        &b,
-        (2, 2),
-        Some(("pad = [[1, 1], [1, 1]]", "pad = [[0, 1], [0, 1]]")),
-    );
+    assert_parted(CONV, &b, (2, 2), Some(PADS));
 }
 
 #[test]

@@ -861,17 +861,7 @@ impl Builder {
         let attrs = ConvAttrs {
             padding: vec![(pad, pad); 2],
             rhs_dilation: vec![stride; 2],
-            dims: ConvDims {
-                input_batch: 1,
-                input_feature: 0,
-                input_spatial: vec![2, 3],
-                kernel_input_feature: 0,
-                kernel_output_feature: 1,
-                kernel_spatial: vec![2, 3],
-                output_batch: 1,
-                output_feature: 0,
-                output_spatial: vec![2, 3],
-            },
+            dims: ConvDims::nchw_weight_gradient(),
             ..ConvAttrs::plain2d()
         };
         self.push1(OpKind::Convolution(attrs), &[x.id, dy.id]);

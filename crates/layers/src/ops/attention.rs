@@ -423,17 +423,7 @@ impl CertLayer for PatchEmbed {
         // feature) dilated by P, whose output [P,P] window lands as [D,C,P,P].
         let wgrad = ConvAttrs {
             rhs_dilation: vec![p, p],
-            dims: ConvDims {
-                input_batch: 1,
-                input_feature: 0,
-                input_spatial: vec![2, 3],
-                kernel_input_feature: 0,
-                kernel_output_feature: 1,
-                kernel_spatial: vec![2, 3],
-                output_batch: 1,
-                output_feature: 0,
-                output_spatial: vec![2, 3],
-            },
+            dims: ConvDims::nchw_weight_gradient(),
             ..ConvAttrs::plain2d()
         };
         let dw = fb.conv(x, dz, wgrad)?;
