@@ -88,8 +88,8 @@ fn diff(dir: &Path, a: &str, b: &str, extra: &[&str]) -> (i32, String) {
 
 /// The pair differs, and its report names A's line `line_a` and B's line
 /// `line_b` and says what A has where B has something else.
-fn assert_parted(a: &str, b: &str, lines: (usize, usize), has: Option<(&str, &str)>) {
-    let dir = temp_dir(&format!("{}", lines.0 * 100 + lines.1));
+fn assert_parted(tag: &str, a: &str, b: &str, lines: (usize, usize), has: Option<(&str, &str)>) {
+    let dir = temp_dir(tag);
     let (code, out) = diff(&dir, a, b, &[]);
     assert_eq!(code, 1, "{out}");
     assert!(out.contains("DIFFERENT"), "{out}");
@@ -110,7 +110,13 @@ const PADS: (&str, &str) = ("pad = [[1, 1], [1, 1]]", "pad = [[0, 1], [0, 1]]");
 
 #[test]
 fn a_changed_padding_is_named_at_its_convolution() {
-    assert_parted(CONV, &CONV.replace(PADS.0, PADS.1), (2, 2), Some(PADS));
+    assert_parted(
+        "pad",
+        CONV,
+        &CONV.replace(PADS.0, PADS.1),
+        (2, 2),
+        Some(PADS),
+    );
 }
 
 #[test]
@@ -123,7 +129,7 @@ fn a_changed_padding_is_found_behind_a_rewritten_scale() {
             "  %two = stablehlo.constant dense<2.0> : tensor<4xf32>\n  %g2 = stablehlo.multiply %g, %two : tensor<4xf32>\n  %gb = stablehlo.broadcast_in_dim %g2, dims = [1] : (tensor<4xf32>) -> tensor<2x4x4x4xf32>\n  %z2 = stablehlo.multiply %y, %gb : tensor<2x4x4x4xf32>\n  %half = stablehlo.constant dense<0.5> : tensor<2x4x4x4xf32>\n  %z = stablehlo.multiply %z2, %half : tensor<2x4x4x4xf32>\n",
         );
     assert!(b.contains("%g2"), "the rewrite applied");
-    assert_parted(CONV, &b, (2, 2), Some(PADS));
+    assert_parted("rescaled", CONV, &b, (2, 2), Some(PADS));
 }
 
 #[test]
@@ -150,13 +156,14 @@ fn a_changed_epsilon_is_named_where_it_is_added() {
     let b = NORM.replace("dense<1.000000e-05>", "dense<1.000000e-03>");
     // The constant itself is no computed value: the add that reads it is
     // the first value that parts (line 12 of both).
-    assert_parted(NORM, &b, (12, 12), None);
+    assert_parted("eps", NORM, &b, (12, 12), None);
 }
 
 #[test]
 fn a_swapped_activation_is_named() {
     let b = CONV.replace("stablehlo.tanh %z", "stablehlo.logistic %z");
     assert_parted(
+        "activation",
         CONV,
         &b,
         (5, 5),
