@@ -83,10 +83,7 @@ impl Plan {
         // loop bodies; inlined, the whole function is one schedule.
         let inlined = inline_all_calls(module, f);
         let inlined = inlined.as_ref().unwrap_or(f);
-        let deduplicated = match rewrites.cse {
-            true => cse::eliminate_common_subexpressions(inlined, &rewrites),
-            false => inlined.clone(),
-        };
+        let deduplicated = cse::eliminate_common_subexpressions(inlined, &rewrites);
         let body = match Builder::new(&deduplicated, rewrites).and_then(|b| b.build()) {
             Some(c) => Body::Compiled(c),
             None => Body::Generic(Box::new(module.clone())),

@@ -183,10 +183,7 @@ fn sub_plan(
         body,
         attrs: None,
     };
-    let func = match rewrites.cse {
-        true => cse::eliminate_common_subexpressions(&func, &rewrites),
-        false => func,
-    };
+    let func = cse::eliminate_common_subexpressions(&func, &rewrites);
     let plan = Builder::new(&func, rewrites)?.build()?;
     for (a, p) in args.iter_mut().zip(&plan.params) {
         if plan.unused_inputs.contains(p) {

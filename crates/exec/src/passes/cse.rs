@@ -20,11 +20,14 @@ use ir::{Block, DenseData, Func, Op, OpKind, ValueId};
 /// would cost more than the copy they save.
 const MAX_CONSTANT_KEY: usize = 64;
 
-/// `f` with repeated top-level ops removed (unchanged when a region reads a
-/// value from outside it, or the body has calls).
+/// `f` with repeated top-level ops removed (unchanged when `rewrites` has
+/// CSE off, a region reads a value from outside it, or the body has calls).
 pub(crate) fn eliminate_common_subexpressions(f: &Func, rewrites: &Rewrites) -> Func {
     let blind = rewrites.plants(Planted::CseIgnoresTheOperator);
     let mut out = f.clone();
+    if !rewrites.cse {
+        return out;
+    }
     if f.body.ops.iter().any(|op| {
         matches!(op.kind, OpKind::Call { .. }) || !op.regions.iter().all(crate::compile::closed)
     }) {
