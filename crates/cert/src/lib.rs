@@ -5,6 +5,7 @@
 pub mod bound;
 pub mod dp;
 pub mod drop_path;
+pub mod fused_step;
 pub mod net;
 pub mod pair;
 pub mod probe;

@@ -5,6 +5,7 @@
 mod bench;
 mod bound;
 mod certify;
+mod certify_step;
 mod check_vjp;
 mod demo;
 mod diff;
@@ -192,6 +193,13 @@ enum Command {
         #[arg(long)]
         json: Option<PathBuf>,
     },
+    /// Certify a fused train step certgrad did not write (a JAX `train_step`
+    /// export, another generator's step): find the loss, parameters, state
+    /// and data; for every parameter, the value its update reads as the
+    /// gradient, tied to the directional derivative of the step's own loss
+    /// (dual numbers through its forward); the optimizer tail fitted. Exit
+    /// status: 0 certified, 1 refuted, 2 usage, 3 undecided.
+    CertifyStep(certify_step::CertifyStepArgs),
     /// Train a net with its rendered, certified step (certifies it first), with
     /// checkpoints, a metrics log and a plot in the run directory.
     Train(train::TrainArgs),
@@ -388,6 +396,7 @@ fn main() -> ExitCode {
                 json: json.as_deref(),
             })
         }),
+        Command::CertifyStep(a) => certify_step::certify_step(&a),
         Command::Train(a) => validate::train(&a).and_then(|()| train::train(&a)),
         Command::Bench(a) => bench::bench(&a),
         Command::Bound(a) => bound::bound(&a),

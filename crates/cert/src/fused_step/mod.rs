@@ -1,0 +1,744 @@
+//! Certify a fused train step certgrad did not write (`certgrad
+//! certify-step`). From the text alone: the roles of its arguments and
+//! results ([`roles`]); for every parameter θ, the value its update reads as
+//! the gradient — the first value of θ's type that every path from the data
+//! to θ' passes through ([`graph`]); and the tie of those values to the
+//! step's own loss output. The oracle is the directional derivative of the
+//! loss along a random v on every parameter at once, by dual numbers through
+//! the forward part only (the loss's slice of the step, which never runs the
+//! backward), against Σ ⟨g_θ, v_θ⟩. The update may read κ·∇L instead of ∇L
+//! (a sum over the batch, a learning rate folded in): κ is measured, must be
+//! one number for every parameter, and is reported — a parameter whose
+//! gradient carries another scale (a missing 1/N on one bias) is refuted.
+//! When the joint probes disagree, each parameter is probed alone to name
+//! the wrong ones. Then the recognised optimizer tails are fitted to the
+//! step's outputs ([`tail`]); a tail not recognised is reported as such.
+
+mod graph;
+mod roles;
+mod tail;
+
+pub use roles::{ArgRole, ResultRole, RoleError, RoleHints, Roles, Slot, TextNames};
+pub use tail::{StateFit, TailReport};
+
+use crate::tie::Verdict;
+use den::{eval_func, Dual, EvalOptions, Tensor, Value};
+use graph::Graph;
+use ir::rng::{Rng, CERT_SALT};
+use ir::{Func, FuncResult, Module, OpKind, TensorType, ValueId};
+use std::collections::HashSet;
+use std::time::Instant;
+
+#[derive(Clone, Debug)]
+pub struct FusedStepOptions {
+    pub seed: u64,
+    /// Joint probes (at least 2: the first measures κ, the others check it).
+    pub probes: usize,
+    /// |Σ⟨g, v⟩ − κ·∂L·v| ≤ tol · (Σ|g ⊙ v| + |κ·∂L·v|).
+    pub tolerance: f64,
+    /// One value per argument (`--inputs`), else a drawn point.
+    pub inputs: Option<Vec<Value<f64>>>,
+    pub hints: RoleHints,
+}
+
+impl Default for FusedStepOptions {
+    fn default() -> Self {
+        FusedStepOptions {
+            seed: 0,
+            probes: 2,
+            tolerance: 1e-8,
+            inputs: None,
+            hints: RoleHints::default(),
+        }
+    }
+}
+
+/// A value of the step's text: what defines it and where.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Site {
+    pub op: &'static str,
+    pub line: Option<u32>,
+    pub col: Option<u32>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum RowStatus {
+    /// ⟨g, v⟩ = κ·∂L·v with the step's common κ.
+    Tied,
+    /// The loss does not depend on θ and g is zero (a bias before a norm).
+    Zero,
+    /// g is not κ·∇L: why, with the measured numbers.
+    Wrong(String),
+    /// No value of θ's type lies on every path from the data to θ'.
+    NoGradient,
+    /// Not probed alone, and the joint probes failed (see the other rows).
+    Unresolved,
+}
+
+#[derive(Clone, Debug)]
+pub struct ParamRow {
+    pub arg: usize,
+    pub name: String,
+    pub ty: TensorType,
+    pub output: usize,
+    pub gradient: Option<Site>,
+    /// κ measured for this parameter alone (when probed alone).
+    pub scale: Option<f64>,
+    pub status: RowStatus,
+}
+
+#[derive(Clone, Debug)]
+pub struct FusedStepReport {
+    pub func: String,
+    pub roles: Roles,
+    pub rows: Vec<ParamRow>,
+    /// The common scale: the update reads κ·∂loss/∂θ.
+    pub scale: Option<f64>,
+    pub loss: f64,
+    pub probes: usize,
+    /// Largest |Σ⟨g, v⟩ − κ·∂L·v| over its tolerance's scale.
+    pub relative_gap: f64,
+    /// Smallest margin of an untied decision of the loss's forward.
+    pub min_margin: Option<(f64, String)>,
+    /// Decisions tied at the point across which the loss is flat (a max
+    /// over ReLU zeros): no one-sided derivative there.
+    pub flat_ties: usize,
+    pub tail: TailReport,
+    /// The point was given (`--inputs`).
+    pub given_point: bool,
+    pub phases: Vec<(&'static str, f64)>,
+    pub verdict: Verdict,
+}
+
+impl FusedStepReport {
+    pub fn certified(&self) -> bool {
+        self.verdict == Verdict::Certified
+    }
+}
+
+fn site(g: &Graph, v: ValueId) -> Site {
+    let op = g.op_of(v);
+    Site {
+        op: op.map_or("argument", |o| o.kind.name()),
+        line: op.and_then(|o| o.loc.line()),
+        col: op.and_then(|o| o.loc.0.map(|(_, c)| c)),
+    }
+}
+
+/// `f` returning `values` instead of its results, dead ops pruned.
+fn returning(f: &Func, values: &[ValueId], g: &Graph) -> Func {
+    let mut h = f.clone();
+    let ret = h.body.ops.last_mut().expect("func.return");
+    ret.operands = values.to_vec();
+    h.results = values
+        .iter()
+        .map(|v| FuncResult {
+            ty: g.ty[v].clone(),
+            attrs: None,
+        })
+        .collect();
+    ir::passes::prune_dead_ops(&mut h);
+    h
+}
+
+fn module_with(m: &Module, f: Func) -> Module {
+    let mut out = m.clone();
+    out.funcs.retain(|h| h.name != f.name);
+    out.funcs.push(f);
+    out
+}
+
+fn shape(ty: &TensorType) -> Vec<usize> {
+    ty.shape.iter().map(|&d| d as usize).collect()
+}
+
+/// A point of the step: parameters at a fan-in scale, data standard normal,
+/// one-hot label rows (or class indices 0/1), state small and non-negative
+/// (second moments stay valid), hyper-parameters in [0.2, 0.8], other
+/// integers 3.
+fn draw(roles: &Roles, rng: &mut Rng) -> Vec<Value<f64>> {
+    roles
+        .args
+        .iter()
+        .map(|a| {
+            let sh = shape(&a.ty);
+            let n: usize = sh.iter().product();
+            if !a.ty.elem.is_float() {
+                let v: Vec<i64> = match a.role {
+                    ArgRole::Labels => (0..n).map(|_| rng.below(2) as i64).collect(),
+                    _ => vec![3; n],
+                };
+                return Value::Int(Tensor::new(sh, v), a.ty.elem);
+            }
+            let data: Vec<f64> = match &a.role {
+                ArgRole::Param { .. } => {
+                    let fan_in = if sh.len() >= 2 { n / sh[0] } else { 4 };
+                    let std = 1.0 / (fan_in.max(1) as f64).sqrt();
+                    (0..n).map(|_| std * rng.normal()).collect()
+                }
+                ArgRole::State { .. } => (0..n).map(|_| 0.01 * rng.normal().abs()).collect(),
+                ArgRole::Labels => {
+                    let cols = *sh.last().unwrap_or(&1);
+                    let mut d = vec![0.0; n];
+                    for row in 0..n / cols.max(1) {
+                        d[row * cols + rng.below(cols.max(1))] = 1.0;
+                    }
+                    d
+                }
+                ArgRole::Data => (0..n).map(|_| rng.normal()).collect(),
+                ArgRole::Hyper => (0..n).map(|_| 0.2 + 0.6 * rng.unit()).collect(),
+            };
+            Value::Float(Tensor::new(sh, data), a.ty.elem)
+        })
+        .collect()
+}
+
+fn dot(a: &[f64], b: &[f64]) -> f64 {
+    a.iter().zip(b).map(|(x, y)| x * y).sum()
+}
+
+fn abs_dot(a: &[f64], b: &[f64]) -> f64 {
+    a.iter().zip(b).map(|(x, y)| (x * y).abs()).sum()
+}
+
+/// The decisions of the loss's forward at the point.
+#[derive(Clone, Debug, Default)]
+struct Margins {
+    /// The smallest margin of a decision that is not tied, and where.
+    untied: Option<(f64, String)>,
+    /// Decisions taken with margin exactly 0, and the first op holding one.
+    ties: usize,
+    tied_at: Option<String>,
+}
+
+struct Oracle<'a> {
+    module: Module,
+    func: String,
+    point: &'a [Value<f64>],
+}
+
+impl Oracle<'_> {
+    /// (loss, ∂loss·v, the smallest margin and where) for tangents `v` on
+    /// the arguments listed (the rest carry none).
+    fn probe(&self, v: &[(usize, Vec<f64>)]) -> Result<(f64, f64, Margins), String> {
+        let inputs: Vec<Value<Dual<f64>>> = self
+            .point
+            .iter()
+            .enumerate()
+            .map(|(i, x)| match x {
+                Value::Float(t, e) => {
+                    let tan = v.iter().find(|(a, _)| *a == i).map(|(_, d)| d);
+                    let data = t
+                        .data
+                        .iter()
+                        .enumerate()
+                        .map(|(k, &p)| Dual::new(p, tan.map_or(0.0, |d| d[k])))
+                        .collect();
+                    Value::Float(Tensor::new(t.shape.clone(), data), *e)
+                }
+                Value::Int(t, e) => Value::Int(t.clone(), *e),
+            })
+            .collect();
+        let opts = EvalOptions {
+            fast: true,
+            record_margins: true,
+            replicas: 1,
+        };
+        let ev = eval_func::<Dual<f64>>(&self.module, &self.func, inputs, &opts)
+            .map_err(|e| e.to_string())?;
+        let out = ev.outputs[0].as_float().ok_or("the loss is not float")?;
+        let d = &out.data[0];
+        let margin = Margins {
+            untied: ev
+                .margins
+                .iter()
+                .filter(|m| m.decisions > 0 && m.ties == 0)
+                .min_by(|a, b| a.min.total_cmp(&b.min))
+                .map(|m| {
+                    (
+                        m.min,
+                        format!(
+                            "{} at line {}",
+                            m.op,
+                            m.line.map_or("?".into(), |l| l.to_string())
+                        ),
+                    )
+                }),
+            ties: ev.margins.iter().map(|m| m.ties).sum(),
+            tied_at: ev.margins.iter().find(|m| m.ties > 0).map(|m| {
+                format!(
+                    "{} at line {}",
+                    m.op,
+                    m.line.map_or("?".into(), |l| l.to_string())
+                )
+            }),
+        };
+        Ok((d.value, d.tangent, margin))
+    }
+}
+
+impl Oracle<'_> {
+    /// The loss in f64 with `eps·w` added to the listed arguments.
+    fn loss_at(&self, w: &[(usize, Vec<f64>)], eps: f64) -> Result<f64, String> {
+        let inputs: Vec<Value<f64>> = self
+            .point
+            .iter()
+            .enumerate()
+            .map(|(i, x)| match (x, w.iter().find(|(a, _)| *a == i)) {
+                (Value::Float(t, e), Some((_, d))) => {
+                    let data = t.data.iter().zip(d).map(|(p, d)| p + eps * d).collect();
+                    Value::Float(Tensor::new(t.shape.clone(), data), *e)
+                }
+                _ => x.clone(),
+            })
+            .collect();
+        let ev = eval_func::<f64>(&self.module, &self.func, inputs, &EvalOptions::default())
+            .map_err(|e| e.to_string())?;
+        Ok(ev.outputs[0]
+            .as_float()
+            .ok_or("the loss is not float")?
+            .data[0])
+    }
+
+    /// Whether the loss is differentiable across its tied decisions (a max
+    /// over ReLU zeros): at a true kink the second difference
+    /// L(x+εw) + L(x−εw) − 2L(x) is first order in ε for almost every w,
+    /// where the tied branches agree it is second order. The test
+    /// `check-vjp` applies per output, on the one loss.
+    fn ties_are_flat(&self, params: &[(usize, usize)], rng: &mut Rng) -> Result<bool, String> {
+        let xmax = params
+            .iter()
+            .flat_map(|(a, _)| {
+                self.point[*a]
+                    .as_float()
+                    .map(|t| t.data.clone())
+                    .unwrap_or_default()
+            })
+            .fold(0f64, |m, x| m.max(x.abs()))
+            .max(1e-30);
+        let w: Vec<(usize, Vec<f64>)> = params
+            .iter()
+            .map(|&(a, n)| (a, (0..n).map(|_| rng.signed_unit()).collect()))
+            .collect();
+        let eps = 1e-9 * xmax;
+        let (z, p, m) = (
+            self.loss_at(&w, 0.0)?,
+            self.loss_at(&w, eps)?,
+            self.loss_at(&w, -eps)?,
+        );
+        Ok((p + m - 2.0 * z).abs() <= 1e-3 * (p - m).abs() + 8.0 * f64::EPSILON * z.abs())
+    }
+}
+
+/// Certify `func` of `module`. `names`: read from the text
+/// ([`TextNames::read`]).
+pub fn certify_fused_step(
+    module: &Module,
+    func: &str,
+    names: &TextNames,
+    opts: &FusedStepOptions,
+) -> Result<FusedStepReport, RoleError> {
+    let mut phases = Vec::new();
+    let t0 = Instant::now();
+    let original = module
+        .func(func)
+        .ok_or_else(|| RoleError(format!("no function @{func}")))?;
+    let f = ir::passes::inline_calls(module, original)
+        .ok_or_else(|| RoleError(format!("@{func}: a callee is missing or the calls recurse")))?;
+    let g = Graph::new(&f);
+    let roles = roles::find_roles(&g, names, &opts.hints)?;
+    let data = roles.data();
+    // The values the loss reads: the forward. A gradient is never one.
+    let mut forward: HashSet<ValueId> = HashSet::new();
+    let mut stack = vec![g.returned[roles.loss]];
+    while let Some(v) = stack.pop() {
+        if forward.insert(v) {
+            if let Some(graph::Def::Op(k, _)) = g.def.get(&v) {
+                stack.extend(g.reads[*k].iter().copied());
+            }
+        }
+    }
+    let mut rows = Vec::new();
+    let mut grads: Vec<ValueId> = Vec::new();
+    for i in roles.params() {
+        let output = roles.output_of(i).expect("a parameter has an output");
+        let chain = g.dominators(g.returned[output], &data);
+        let want = &f.params[i].ty;
+        let mut at = chain
+            .iter()
+            .position(|v| &g.ty[v] == want && !forward.contains(v));
+        // A value that only a transpose, reshape or reverse follows on the
+        // way to the update is in another layout of the same type (a square
+        // conv kernel's IOHW); the gradient is where the layout ops end.
+        while let Some(p) = at {
+            let next = chain.get(p + 1).filter(|n| {
+                &g.ty[*n] == want
+                    && g.op_of(**n).is_some_and(|o| {
+                        matches!(
+                            o.kind,
+                            OpKind::Transpose { .. } | OpKind::Reshape | OpKind::Reverse { .. }
+                        ) && o.operands == [chain[p]]
+                    })
+            });
+            match next {
+                Some(_) => at = Some(p + 1),
+                None => break,
+            }
+        }
+        let gv = at.map(|p| chain[p]);
+        if let Some(v) = gv {
+            grads.push(v);
+        }
+        rows.push(ParamRow {
+            arg: i,
+            name: roles.args[i].name.clone(),
+            ty: f.params[i].ty.clone(),
+            output,
+            gradient: gv.map(|v| site(&g, v)),
+            scale: None,
+            status: if gv.is_some() {
+                RowStatus::Unresolved
+            } else {
+                RowStatus::NoGradient
+            },
+        });
+    }
+    let grad_of: Vec<Option<ValueId>> = {
+        let mut it = grads.iter();
+        rows.iter()
+            .map(|r| r.gradient.as_ref().and_then(|_| it.next().copied()))
+            .collect()
+    };
+    phases.push(("roles and gradients", t0.elapsed().as_secs_f64()));
+
+    // The point, and the step at it: its results and every gradient value.
+    let t1 = Instant::now();
+    let given_point = opts.inputs.is_some();
+    let point = match &opts.inputs {
+        Some(v) => {
+            if v.len() != f.params.len() {
+                return Err(RoleError(format!(
+                    "@{func} takes {} arguments, {} values given",
+                    f.params.len(),
+                    v.len()
+                )));
+            }
+            v.clone()
+        }
+        None => draw(&roles, &mut Rng::salted(opts.seed, CERT_SALT)),
+    };
+    let mut wanted: Vec<ValueId> = g.returned.clone();
+    wanted.extend(grads.iter().copied());
+    let step_name = format!("{}__certify_step", f.name);
+    let step_fn = Func {
+        name: step_name.clone(),
+        ..returning(&f, &wanted, &g)
+    };
+    let step_mod = module_with(module, step_fn);
+    let ev = eval_func::<f64>(
+        &step_mod,
+        &step_name,
+        point.clone(),
+        &EvalOptions {
+            fast: true,
+            record_margins: false,
+            replicas: 1,
+        },
+    );
+    let outs = match ev {
+        Ok(e) => e.outputs,
+        Err(e) => {
+            return Ok(undecided(
+                func,
+                roles,
+                rows,
+                given_point,
+                phases,
+                format!("the step does not evaluate: {e}"),
+            ));
+        }
+    };
+    let nres = g.returned.len();
+    let gvals: Vec<Tensor<f64>> = outs[nres..]
+        .iter()
+        .map(|v| v.as_float().cloned().expect("a float gradient"))
+        .collect();
+    phases.push(("step at the point (f64)", t1.elapsed().as_secs_f64()));
+
+    // The oracle: the loss's slice over dual numbers.
+    let t2 = Instant::now();
+    let loss_name = format!("{}__certify_loss", f.name);
+    let loss_fn = Func {
+        name: loss_name.clone(),
+        ..returning(&f, &[g.returned[roles.loss]], &g)
+    };
+    let oracle = Oracle {
+        module: module_with(module, loss_fn),
+        func: loss_name,
+        point: &point,
+    };
+    let tied: Vec<usize> = (0..rows.len()).filter(|&r| grad_of[r].is_some()).collect();
+    let gval = |r: usize| -> &[f64] {
+        let k = tied.iter().position(|&x| x == r).expect("tied row");
+        &gvals[k].data
+    };
+    let mut rng = Rng::derived(opts.seed, CERT_SALT, 0x5EED_57E9);
+    let mut dir = |n: usize| -> Vec<f64> { (0..n).map(|_| rng.normal()).collect() };
+    let mut loss = f64::NAN;
+    let mut margins = Margins::default();
+    let mut kappa: Option<f64> = None;
+    let mut worst = 0.0f64;
+    let mut joint_ok = !tied.is_empty();
+    for p in 0..opts.probes.max(2) {
+        let v: Vec<(usize, Vec<f64>)> = tied
+            .iter()
+            .map(|&r| (rows[r].arg, dir(rows[r].ty.num_elements() as usize)))
+            .collect();
+        let (l, s, m) = match oracle.probe(&v) {
+            Ok(x) => x,
+            Err(e) => {
+                return Ok(undecided(
+                    func,
+                    roles,
+                    rows,
+                    given_point,
+                    phases,
+                    format!("the loss's forward does not evaluate over dual numbers: {e}"),
+                ));
+            }
+        };
+        loss = l;
+        if p == 0 {
+            margins = m;
+        }
+        if !l.is_finite() || !s.is_finite() {
+            return Ok(undecided(func, roles, rows, given_point, phases, format!("the loss or its derivative is not finite at the point (loss {l}, ∂loss·v {s}); give another point with --inputs or --seed")));
+        }
+        let claimed: f64 = tied
+            .iter()
+            .zip(&v)
+            .map(|(&r, (_, d))| dot(gval(r), d))
+            .sum();
+        let terms: f64 = tied
+            .iter()
+            .zip(&v)
+            .map(|(&r, (_, d))| abs_dot(gval(r), d))
+            .sum();
+        if !claimed.is_finite() {
+            joint_ok = false;
+            break;
+        }
+        match kappa {
+            None => {
+                if s == 0.0 || claimed == 0.0 {
+                    joint_ok = claimed == 0.0 && s == 0.0;
+                    break;
+                }
+                kappa = Some(claimed / s);
+            }
+            Some(k) => {
+                let gap = (claimed - k * s).abs() / (terms + (k * s).abs()).max(f64::MIN_POSITIVE);
+                worst = worst.max(gap);
+                if gap.is_nan() || gap > opts.tolerance {
+                    joint_ok = false;
+                }
+            }
+        }
+    }
+    let probes_joint = opts.probes.max(2);
+    let mut probes_alone = 0;
+    if joint_ok {
+        for r in &tied {
+            rows[*r].status = RowStatus::Tied;
+        }
+    } else {
+        // Each parameter alone: two probes give its own κ and check it.
+        let mut kappas = Vec::new();
+        for &r in &tied {
+            let i = rows[r].arg;
+            let n = rows[r].ty.num_elements() as usize;
+            let gv = gval(r).to_vec();
+            let mut ks = Vec::new();
+            let mut status = None;
+            for _ in 0..2 {
+                let d = dir(n);
+                probes_alone += 1;
+                let (_, s, _) = match oracle.probe(&[(i, d.clone())]) {
+                    Ok(x) => x,
+                    Err(e) => {
+                        status = Some(RowStatus::Wrong(format!("the oracle failed: {e}")));
+                        break;
+                    }
+                };
+                let c = dot(&gv, &d);
+                let terms = abs_dot(&gv, &d);
+                if !c.is_finite() {
+                    status = Some(RowStatus::Wrong(
+                        "its gradient is not finite where the loss and its derivative are".into(),
+                    ));
+                    break;
+                }
+                ks.push((c, s, terms));
+            }
+            if status.is_none() && ks.len() == 2 {
+                let (c0, s0, t0) = ks[0];
+                let (c1, s1, t1) = ks[1];
+                let zero = |c: f64, s: f64, t: f64| {
+                    c.abs() <= opts.tolerance * t.max(1e-300) && s.abs() <= 1e-12 * (t + 1.0)
+                };
+                if zero(c0, s0, t0) && zero(c1, s1, t1) || (c0 == 0.0 && s0 == 0.0) {
+                    status = Some(RowStatus::Zero);
+                } else if s0 == 0.0 {
+                    status = Some(RowStatus::Wrong(format!(
+                        "the loss does not depend on it, but its gradient does not vanish (⟨g, v⟩ = {c0:.3e})"
+                    )));
+                } else {
+                    let k = c0 / s0;
+                    let gap = (c1 - k * s1).abs() / (t1 + (k * s1).abs()).max(f64::MIN_POSITIVE);
+                    worst = worst.max(gap);
+                    if gap <= opts.tolerance {
+                        rows[r].scale = Some(k);
+                        kappas.push(k);
+                    } else {
+                        status = Some(RowStatus::Wrong(format!(
+                            "not a multiple of ∂loss/∂θ: ⟨g, v⟩ / ∂loss·v is {:.6e} along one direction and {:.6e} along another",
+                            k,
+                            c1 / s1
+                        )));
+                    }
+                }
+            }
+            if let Some(s) = status {
+                rows[r].status = s;
+            }
+        }
+        // The common scale: the one most parameters share.
+        let common = kappas
+            .iter()
+            .copied()
+            .max_by_key(|k| kappas.iter().filter(|x| close(**x, *k, 1e-6)).count());
+        kappa = common;
+        for &r in &tied {
+            if let (Some(k), Some(c)) = (rows[r].scale, common) {
+                rows[r].status = if close(k, c, 1e-6) {
+                    RowStatus::Tied
+                } else {
+                    RowStatus::Wrong(format!(
+                        "its update reads {k:.6e}·∂loss/∂θ, the other parameters' {c:.6e}·∂loss/∂θ"
+                    ))
+                };
+            }
+        }
+    }
+    let flat = margins.ties == 0 || {
+        let ps: Vec<(usize, usize)> = rows
+            .iter()
+            .map(|r| (r.arg, r.ty.num_elements() as usize))
+            .collect();
+        oracle.ties_are_flat(&ps, &mut rng).unwrap_or(false)
+    };
+    phases.push(("gradient ties (dual f64)", t2.elapsed().as_secs_f64()));
+
+    let t3 = Instant::now();
+    let tail = match kappa {
+        Some(k)
+            if rows
+                .iter()
+                .all(|r| matches!(r.status, RowStatus::Tied | RowStatus::Zero)) =>
+        {
+            let params: Vec<tail::ParamAtPoint> = rows
+                .iter()
+                .enumerate()
+                .filter(|(r, _)| grad_of[*r].is_some())
+                .map(|(r, row)| tail::ParamAtPoint {
+                    arg: row.arg,
+                    theta: point[row.arg].as_float().expect("float").data.clone(),
+                    updated: outs[row.output].as_float().expect("float").data.clone(),
+                    grad: gval(r).iter().map(|x| x / k).collect(),
+                })
+                .collect();
+            tail::fit(&roles, &g, &data, &grads, &point, &outs[..nres], &params)
+        }
+        _ => TailReport::not_checked("the gradients are not all tied"),
+    };
+    phases.push(("tail fit", t3.elapsed().as_secs_f64()));
+
+    let wrong: Vec<&ParamRow> = rows
+        .iter()
+        .filter(|r| matches!(r.status, RowStatus::Wrong(_) | RowStatus::NoGradient))
+        .collect();
+    let verdict = if let Some(r) = wrong.first() {
+        let detail = match &r.status {
+            RowStatus::Wrong(w) => w.clone(),
+            _ => format!(
+                "no value of type {} lies on every path from the data to its update (result {})",
+                r.ty, r.output
+            ),
+        };
+        Verdict::Refuted {
+            block: r.name.clone(),
+            detail: format!(
+                "{detail}{}",
+                if wrong.len() > 1 {
+                    format!(" ({} parameters wrong)", wrong.len())
+                } else {
+                    String::new()
+                }
+            ),
+        }
+    } else if margins.ties > 0 && !flat {
+        Verdict::Undecided {
+            reason: format!(
+                "{} decision(s) of the loss's forward are tied at the point (first: {}) and the loss is not flat across them: the derivative is one-sided there; try another --seed",
+                margins.ties,
+                margins.tied_at.as_deref().unwrap_or("?")
+            ),
+        }
+    } else {
+        Verdict::Certified
+    };
+    Ok(FusedStepReport {
+        func: func.to_string(),
+        roles,
+        rows,
+        scale: kappa,
+        loss,
+        probes: probes_joint + probes_alone,
+        relative_gap: worst,
+        min_margin: margins.untied.clone(),
+        flat_ties: if flat { margins.ties } else { 0 },
+        tail,
+        given_point,
+        phases,
+        verdict,
+    })
+}
+
+fn close(a: f64, b: f64, tol: f64) -> bool {
+    (a - b).abs() <= tol * a.abs().max(b.abs())
+}
+
+fn undecided(
+    func: &str,
+    roles: Roles,
+    rows: Vec<ParamRow>,
+    given_point: bool,
+    phases: Vec<(&'static str, f64)>,
+    reason: String,
+) -> FusedStepReport {
+    FusedStepReport {
+        func: func.to_string(),
+        roles,
+        rows,
+        scale: None,
+        loss: f64::NAN,
+        probes: 0,
+        relative_gap: f64::NAN,
+        min_margin: None,
+        flat_ties: 0,
+        tail: TailReport::not_checked("undecided"),
+        given_point,
+        phases,
+        verdict: Verdict::Undecided { reason },
+    }
+}

@@ -1,0 +1,282 @@
+//! The optimizer tail of a fused step, recognised by fitting: each known
+//! tail is linear in its unknown hyper-parameters once ∇L (tied) and the
+//! step's outputs are known, so its coefficients are found by least squares
+//! over every parameter at once (one learning rate for all) and the tail is
+//! recognised only when the fit is exact to f64 rounding. The forms:
+//! - SGD: θ' − θ = −lr·∇L, with decoupled weight decay − lr·wd·θ;
+//! - a state s carried beside θ (heavy ball, Nesterov): s' = μ·s + c·∇L, then
+//!   θ' − θ = −lr·s' or −lr·(∇L + μ·s');
+//! - two states (Adam/AdamW): m' = β1·m + c1·∇L, v' = β2·v + c2·∇L², then
+//!   θ' − θ = −a·m'/(√v' + ε) − b·θ, fitted through its first order in ε
+//!   (m'/√v' and m'/v' as features; ε ≪ √v' at the drawn point).
+//!
+//! A tail none of these fits is reported as not recognised: the gradient is
+//! certified, the update is not checked.
+
+use super::graph::Graph;
+use super::roles::{ArgRole, Roles};
+use den::Value;
+use ir::ValueId;
+
+/// One parameter at the point: θ, θ' and ∇L (the tied gradient over κ).
+pub(crate) struct ParamAtPoint {
+    pub arg: usize,
+    pub theta: Vec<f64>,
+    pub updated: Vec<f64>,
+    pub grad: Vec<f64>,
+}
+
+/// A state tensor's recognised update.
+#[derive(Clone, Debug)]
+pub struct StateFit {
+    pub arg: usize,
+    pub name: String,
+    /// `m' = 0.9·m + 0.1·∇L`, or why none fits.
+    pub form: String,
+    pub fits: bool,
+}
+
+#[derive(Clone, Debug)]
+pub struct TailReport {
+    /// The recognised tail with its measured hyper-parameters, e.g.
+    /// `SGD, lr 0.1`; `None` when none fits.
+    pub recognised: Option<String>,
+    /// Largest residual of the recognised fit over the update's size.
+    pub residual: f64,
+    pub states: Vec<StateFit>,
+    pub note: String,
+}
+
+impl TailReport {
+    pub(crate) fn not_checked(why: &str) -> Self {
+        TailReport {
+            recognised: None,
+            residual: f64::NAN,
+            states: Vec::new(),
+            note: format!("update not checked: {why}"),
+        }
+    }
+}
+
+/// Fits within this relative residual are exact up to f64 rounding.
+const EXACT: f64 = 1e-9;
+
+/// Least squares `target ≈ Σ_k c_k·features[k]` over the concatenated
+/// tensors: the coefficients and max|residual| / max|target|.
+fn least_squares(target: &[&[f64]], features: &[Vec<&[f64]>]) -> Option<(Vec<f64>, f64)> {
+    let k = features.len();
+    let mut a = vec![vec![0.0; k]; k];
+    let mut b = vec![0.0; k];
+    for (t, part) in target.iter().enumerate() {
+        for e in 0..part.len() {
+            for i in 0..k {
+                let fi = features[i][t][e];
+                b[i] += fi * part[e];
+                for j in 0..k {
+                    a[i][j] += fi * features[j][t][e];
+                }
+            }
+        }
+    }
+    let c = solve(a, b)?;
+    let mut worst = 0.0f64;
+    let mut size = 0.0f64;
+    for (t, part) in target.iter().enumerate() {
+        for e in 0..part.len() {
+            let fit: f64 = (0..k).map(|i| c[i] * features[i][t][e]).sum();
+            worst = worst.max((part[e] - fit).abs());
+            size = size.max(part[e].abs());
+        }
+    }
+    Some((c, worst / size.max(f64::MIN_POSITIVE)))
+}
+
+/// Gaussian elimination with partial pivoting; `None` when singular.
+fn solve(mut a: Vec<Vec<f64>>, mut b: Vec<f64>) -> Option<Vec<f64>> {
+    let n = b.len();
+    for c in 0..n {
+        let p = (c..n).max_by(|&i, &j| a[i][c].abs().total_cmp(&a[j][c].abs()))?;
+        if a[p][c].abs() < 1e-300 {
+            return None;
+        }
+        a.swap(c, p);
+        b.swap(c, p);
+        for r in c + 1..n {
+            let f = a[r][c] / a[c][c];
+            let pivot = a[c].clone();
+            for (x, p) in a[r][c..].iter_mut().zip(&pivot[c..]) {
+                *x -= f * p;
+            }
+            b[r] -= f * b[c];
+        }
+    }
+    let mut x = vec![0.0; n];
+    for c in (0..n).rev() {
+        x[c] = (b[c] - (c + 1..n).map(|k| a[c][k] * x[k]).sum::<f64>()) / a[c][c];
+    }
+    Some(x)
+}
+
+fn floats(v: &Value<f64>) -> &[f64] {
+    &v.as_float().expect("a float value").data
+}
+
+/// Fit the known tails. `outs`: the step's results at `point`.
+pub(crate) fn fit(
+    roles: &Roles,
+    g: &Graph,
+    _data: &[usize],
+    _grads: &[ValueId],
+    point: &[Value<f64>],
+    outs: &[Value<f64>],
+    params: &[ParamAtPoint],
+) -> TailReport {
+    if params.is_empty() {
+        return TailReport::not_checked("no parameter has a gradient");
+    }
+    let delta: Vec<Vec<f64>> = params
+        .iter()
+        .map(|p| p.updated.iter().zip(&p.theta).map(|(a, b)| a - b).collect())
+        .collect();
+    let target: Vec<&[f64]> = delta.iter().map(|d| d.as_slice()).collect();
+    let grad: Vec<&[f64]> = params.iter().map(|p| p.grad.as_slice()).collect();
+    let theta: Vec<&[f64]> = params.iter().map(|p| p.theta.as_slice()).collect();
+    // The states each parameter's update carries elementwise (θ' reads m', v').
+    let states: Vec<Vec<usize>> = params
+        .iter()
+        .map(|p| {
+            let out = roles.output_of(p.arg).expect("an updated parameter");
+            let mut s: Vec<(usize, usize)> = g
+                .carried(g.returned[out])
+                .into_iter()
+                .filter(|(a, _)| matches!(roles.args[*a].role, ArgRole::State { .. }))
+                .collect();
+            s.sort_by_key(|&(a, d)| (d, a));
+            s.into_iter().map(|(a, _)| a).collect()
+        })
+        .collect();
+    let n_states = states[0].len();
+    let uniform = states.iter().all(|s| s.len() == n_states);
+    let mut report = TailReport {
+        recognised: None,
+        residual: f64::NAN,
+        states: Vec::new(),
+        note: String::new(),
+    };
+    let decay = |c: f64| {
+        if c.abs() < 1e-14 {
+            String::new()
+        } else {
+            format!(", weight decay {:.6e}·θ", -c)
+        }
+    };
+    if n_states == 0 && uniform {
+        if let Some((c, r)) = least_squares(&target, &[grad.clone(), theta.clone()]) {
+            if r <= EXACT {
+                report.recognised = Some(format!("SGD, lr {:.6e}{}", -c[0], decay(c[1])));
+                report.residual = r;
+                return report;
+            }
+        }
+        report.note = "update not checked: θ' − θ is not −lr·∇L (− wd·θ) for one lr".into();
+        return report;
+    }
+    if !uniform || n_states > 2 {
+        report.note =
+            "update not checked: the parameters carry different numbers of state tensors".into();
+        return report;
+    }
+    // The states' own updates, per position k (first moment, second moment).
+    let new_state =
+        |a: usize| -> &[f64] { floats(&outs[roles.output_of(a).expect("a carried state")]) };
+    let old_state = |a: usize| -> &[f64] { floats(&point[a]) };
+    let sq: Vec<Vec<f64>> = params
+        .iter()
+        .map(|p| p.grad.iter().map(|x| x * x).collect())
+        .collect();
+    let sq_ref: Vec<&[f64]> = sq.iter().map(|v| v.as_slice()).collect();
+    let mut all_fit = true;
+    for k in 0..n_states {
+        let tgt: Vec<&[f64]> = states.iter().map(|s| new_state(s[k])).collect();
+        let old: Vec<&[f64]> = states.iter().map(|s| old_state(s[k])).collect();
+        let mut best: Option<(String, f64)> = None;
+        for (label, feat) in [("∇L", &grad), ("∇L²", &sq_ref)] {
+            if let Some((c, r)) = least_squares(&tgt, &[old.clone(), feat.clone()]) {
+                if r <= EXACT {
+                    best = Some((format!("s' = {:.6}·s + {:.6e}·{label}", c[0], c[1]), r));
+                    break;
+                }
+            }
+        }
+        let fits = best.is_some();
+        all_fit &= fits;
+        report.states.push(StateFit {
+            arg: states[0][k],
+            name: roles.args[states[0][k]].name.clone(),
+            form: best.map_or_else(
+                || "not μ·s + c·∇L nor μ·s + c·∇L² for one μ, c".into(),
+                |b| b.0,
+            ),
+            fits,
+        });
+    }
+    let s1: Vec<&[f64]> = states.iter().map(|s| new_state(s[0])).collect();
+    if all_fit && n_states == 1 {
+        if let Some((c, r)) = least_squares(&target, &[s1.clone(), theta.clone()]) {
+            if r <= EXACT {
+                report.recognised = Some(format!(
+                    "heavy-ball momentum, lr {:.6e}{}",
+                    -c[0],
+                    decay(c[1])
+                ));
+                report.residual = r;
+                return report;
+            }
+        }
+        if let Some((c, r)) = least_squares(&target, &[grad.clone(), s1.clone(), theta.clone()]) {
+            if r <= EXACT {
+                report.recognised = Some(format!(
+                    "Nesterov momentum, lr {:.6e}, μ {:.6}{}",
+                    -c[0],
+                    c[1] / c[0],
+                    decay(c[2])
+                ));
+                report.residual = r;
+                return report;
+            }
+        }
+    }
+    if all_fit && n_states == 2 {
+        let s2: Vec<&[f64]> = states.iter().map(|s| new_state(s[1])).collect();
+        let f1: Vec<Vec<f64>> = s1
+            .iter()
+            .zip(&s2)
+            .map(|(m, v)| m.iter().zip(*v).map(|(m, v)| m / v.sqrt()).collect())
+            .collect();
+        let f2: Vec<Vec<f64>> = s1
+            .iter()
+            .zip(&s2)
+            .map(|(m, v)| m.iter().zip(*v).map(|(m, v)| m / v).collect())
+            .collect();
+        let r1: Vec<&[f64]> = f1.iter().map(|v| v.as_slice()).collect();
+        let r2: Vec<&[f64]> = f2.iter().map(|v| v.as_slice()).collect();
+        if let Some((c, r)) = least_squares(&target, &[r1, r2, theta.clone()]) {
+            if r <= EXACT {
+                report.recognised = Some(format!(
+                    "Adam, θ' = θ − {:.6e}·m'/(√v' + {:.1e}){}",
+                    -c[0],
+                    -c[1] / c[0],
+                    decay(c[2])
+                ));
+                report.residual = r;
+                return report;
+            }
+        }
+    }
+    report.note = if all_fit {
+        "update not checked: the states fit, but θ' is none of the known forms of them".into()
+    } else {
+        "update not checked: a state's update is none of the known forms".into()
+    };
+    report
+}
