@@ -367,7 +367,11 @@ fn labels_of(f: &ir::Func, data: &[usize], names: &TextNames) -> Option<usize> {
     if named.is_some() {
         return named;
     }
-    let largest = data.iter().copied().max_by_key(|&i| ty(i).num_elements())?;
+    // The input is the largest, the first of equals (images before targets).
+    let largest = data
+        .iter()
+        .copied()
+        .min_by_key(|&i| (-ty(i).num_elements(), i))?;
     data.iter()
         .copied()
         .filter(|&i| i != largest && ty(i).rank() == 2)

@@ -14,6 +14,7 @@ mod conv_ties;
 mod convnext_ties;
 mod dp_ties;
 mod eval_drift;
+mod fused_steps;
 mod heavy_ball_ties;
 mod mobile_net_ties;
 mod mobile_step_drift;

@@ -1,0 +1,352 @@
+//! `cert::fused_step` on fused train steps written here as text, the way a
+//! hand-written or generated step is: a two-layer ReLU net with a softmax
+//! cross-entropy loss (mean over the batch) returned as a result, its
+//! backward, and an SGD or Adam tail. Every dimension is the same so that
+//! the planted bugs keep every shape: each is refuted at the parameter whose
+//! update reads the wrong value, and the correct twin is certified with its
+//! tail recognised and its hyper-parameters measured.
+
+use cert::fused_step::{
+    certify_fused_step, ArgRole, FusedStepOptions, RoleHints, RowStatus, TextNames,
+};
+use cert::Verdict;
+
+/// Batch and width (the input, hidden and class widths are all `N`).
+const B: usize = 4;
+const N: usize = 6;
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Bug {
+    None,
+    /// The dense backward multiplies by W₂ instead of W₂ᵀ.
+    UntransposedW,
+    /// The ReLU mask compares the cotangent instead of the pre-activation.
+    MaskOnCotangent,
+    /// b₂'s gradient is summed over the batch without the mean's 1/B.
+    MissingMean,
+    /// b₁'s gradient is B times the first example's instead of the batch's.
+    OneExample,
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Tail {
+    Sgd,
+    Adam,
+}
+
+fn step(bug: Bug, tail: Tail) -> String {
+    let t = |r: usize, c: usize| format!("tensor<{r}x{c}xf32>");
+    let v = |n: usize| format!("tensor<{n}xf32>");
+    let (bn, nn, n1) = (t(B, N), t(N, N), v(N));
+    let dot = |a: &str, b: &str, ca: usize, cb: usize, ta: &str, tb: &str, out: &str| {
+        format!("stablehlo.dot_general {a}, {b}, contracting_dims = [{ca}] x [{cb}], precision = [DEFAULT, DEFAULT] : ({ta}, {tb}) -> {out}")
+    };
+    let mut s = String::new();
+    let states = match tail {
+        Tail::Sgd => String::new(),
+        Tail::Adam => ["W1", "b1", "W2", "b2"]
+            .iter()
+            .flat_map(|p| {
+                let ty = if p.starts_with('W') { &nn } else { &n1 };
+                [format!(", %{p}_m: {ty}"), format!(", %{p}_v: {ty}")]
+            })
+            .collect(),
+    };
+    s += &format!(
+        "func.func public @step(%x: {bn}, %W1: {nn}, %b1: {n1}, %W2: {nn}, %b2: {n1}, %y: {bn}{states}) -> ("
+    );
+    let mut outs = vec![nn.clone(), n1.clone(), nn.clone(), n1.clone()];
+    if tail == Tail::Adam {
+        for ty in [&nn, &nn, &n1, &n1, &nn, &nn, &n1, &n1] {
+            outs.push(ty.to_string());
+        }
+    }
+    outs.push("tensor<f32>".into());
+    s += &outs.join(", ");
+    s += ") {\n";
+    let mut line = |l: String| {
+        s += "  ";
+        s += &l;
+        s += "\n";
+    };
+    line(format!("%h0 = {}", dot("%x", "%W1", 1, 0, &bn, &nn, &bn)));
+    line(format!(
+        "%b1b = stablehlo.broadcast_in_dim %b1, dims = [1] : ({n1}) -> {bn}"
+    ));
+    line(format!("%z1 = stablehlo.add %h0, %b1b : {bn}"));
+    line(format!("%zero = stablehlo.constant dense<0.0> : {bn}"));
+    line(format!("%a1 = stablehlo.maximum %z1, %zero : {bn}"));
+    line(format!("%h2 = {}", dot("%a1", "%W2", 1, 0, &bn, &nn, &bn)));
+    line(format!(
+        "%b2b = stablehlo.broadcast_in_dim %b2, dims = [1] : ({n1}) -> {bn}"
+    ));
+    line(format!("%z2 = stablehlo.add %h2, %b2b : {bn}"));
+    line(format!("%e = stablehlo.exponential %z2 : {bn}"));
+    line("%c0 = stablehlo.constant dense<0.0> : tensor<f32>".into());
+    line(format!("%se = stablehlo.reduce(%e init: %c0) applies stablehlo.add across dimensions = [1] : ({bn}, tensor<f32>) -> tensor<{B}xf32>"));
+    line(format!(
+        "%seb = stablehlo.broadcast_in_dim %se, dims = [0] : (tensor<{B}xf32>) -> {bn}"
+    ));
+    line(format!("%p = stablehlo.divide %e, %seb : {bn}"));
+    line(format!("%lp = stablehlo.log %p : {bn}"));
+    line(format!("%yl = stablehlo.multiply %y, %lp : {bn}"));
+    line(format!("%sum = stablehlo.reduce(%yl init: %c0) applies stablehlo.add across dimensions = [0, 1] : ({bn}, tensor<f32>) -> tensor<f32>"));
+    line(format!(
+        "%nb = stablehlo.constant dense<-{B}.0> : tensor<f32>"
+    ));
+    line("%loss = stablehlo.divide %sum, %nb : tensor<f32>".into());
+    // Backward of the mean cross-entropy: dz₂ = (p − y)/B.
+    line(format!("%d = stablehlo.subtract %p, %y : {bn}"));
+    line(format!(
+        "%invb = stablehlo.constant dense<{}> : {bn}",
+        1.0 / B as f64
+    ));
+    line(format!("%dz2 = stablehlo.multiply %d, %invb : {bn}"));
+    line(format!(
+        "%gW2 = {}",
+        dot("%a1", "%dz2", 0, 0, &bn, &bn, &nn)
+    ));
+    let gb2_from = if bug == Bug::MissingMean {
+        "%d"
+    } else {
+        "%dz2"
+    };
+    line(format!("%gb2 = stablehlo.reduce({gb2_from} init: %c0) applies stablehlo.add across dimensions = [0] : ({bn}, tensor<f32>) -> {n1}"));
+    let wt = if bug == Bug::UntransposedW { 0 } else { 1 };
+    line(format!(
+        "%da1 = {}",
+        dot("%dz2", "%W2", 1, wt, &bn, &nn, &bn)
+    ));
+    let masked = if bug == Bug::MaskOnCotangent {
+        "%da1"
+    } else {
+        "%z1"
+    };
+    line(format!(
+        "%mask = stablehlo.compare GT, {masked}, %zero : ({bn}, {bn}) -> tensor<{B}x{N}xi1>"
+    ));
+    line(format!(
+        "%dz1 = stablehlo.select %mask, %da1, %zero : tensor<{B}x{N}xi1>, {bn}"
+    ));
+    line(format!("%gW1 = {}", dot("%x", "%dz1", 0, 0, &bn, &bn, &nn)));
+    if bug == Bug::OneExample {
+        line(format!(
+            "%row = stablehlo.slice %dz1 [0:1, 0:{N}] : ({bn}) -> tensor<1x{N}xf32>"
+        ));
+        line(format!(
+            "%rowf = stablehlo.reshape %row : (tensor<1x{N}xf32>) -> {n1}"
+        ));
+        line(format!("%bsc = stablehlo.constant dense<{B}.0> : {n1}"));
+        line(format!("%gb1 = stablehlo.multiply %rowf, %bsc : {n1}"));
+    } else {
+        line(format!("%gb1 = stablehlo.reduce(%dz1 init: %c0) applies stablehlo.add across dimensions = [0] : ({bn}, tensor<f32>) -> {n1}"));
+    }
+    let mut rets = Vec::new();
+    let mut state_rets = Vec::new();
+    for p in ["W1", "b1", "W2", "b2"] {
+        let ty = if p.starts_with('W') { &nn } else { &n1 };
+        match tail {
+            Tail::Sgd => {
+                line(format!("%lr_{p} = stablehlo.constant dense<0.1> : {ty}"));
+                line(format!("%u_{p} = stablehlo.multiply %g{p}, %lr_{p} : {ty}"));
+            }
+            Tail::Adam => {
+                let k = |name: &str, x: f64| {
+                    format!("%{name}_{p} = stablehlo.constant dense<{x:e}> : {ty}")
+                };
+                line(k("b1", 0.9));
+                line(k("c1", 0.1));
+                line(k("b2", 0.999));
+                line(k("c2", 0.001));
+                line(k("eps", 1e-8));
+                line(k("lr", 0.01));
+                line(format!(
+                    "%mo_{p} = stablehlo.multiply %{p}_m, %b1_{p} : {ty}"
+                ));
+                line(format!(
+                    "%mg_{p} = stablehlo.multiply %g{p}, %c1_{p} : {ty}"
+                ));
+                line(format!("%m2_{p} = stablehlo.add %mo_{p}, %mg_{p} : {ty}"));
+                line(format!(
+                    "%vo_{p} = stablehlo.multiply %{p}_v, %b2_{p} : {ty}"
+                ));
+                line(format!("%gg_{p} = stablehlo.multiply %g{p}, %g{p} : {ty}"));
+                line(format!(
+                    "%vg_{p} = stablehlo.multiply %gg_{p}, %c2_{p} : {ty}"
+                ));
+                line(format!("%v2_{p} = stablehlo.add %vo_{p}, %vg_{p} : {ty}"));
+                line(format!("%sq_{p} = stablehlo.sqrt %v2_{p} : {ty}"));
+                line(format!("%den_{p} = stablehlo.add %sq_{p}, %eps_{p} : {ty}"));
+                line(format!(
+                    "%r_{p} = stablehlo.divide %m2_{p}, %den_{p} : {ty}"
+                ));
+                line(format!(
+                    "%u_{p} = stablehlo.multiply %r_{p}, %lr_{p} : {ty}"
+                ));
+                state_rets.push(format!("%m2_{p}"));
+                state_rets.push(format!("%v2_{p}"));
+            }
+        }
+        line(format!("%new_{p} = stablehlo.subtract %{p}, %u_{p} : {ty}"));
+        rets.push(format!("%new_{p}"));
+    }
+    rets.extend(state_rets);
+    rets.push("%loss".into());
+    line(format!("return {} : {}", rets.join(", "), outs.join(", ")));
+    s += "}\n";
+    s
+}
+
+fn certify(text: &str) -> cert::fused_step::FusedStepReport {
+    let module = ir::parse::parse_module(text, "step.mlir").expect("the generated step parses");
+    ir::verify::verify_module(&module).expect("the generated step verifies");
+    let f = module.func("step").expect("@step");
+    let names = TextNames::read(text, f);
+    certify_fused_step(&module, "step", &names, &FusedStepOptions::default())
+        .expect("the roles are found")
+}
+
+#[test]
+fn a_correct_sgd_step_is_certified_with_its_roles_and_learning_rate() {
+    let r = certify(&step(Bug::None, Tail::Sgd));
+    assert_eq!(r.verdict, Verdict::Certified, "{:?}", r.verdict);
+    let roles: Vec<(&str, &ArgRole)> = r
+        .roles
+        .args
+        .iter()
+        .map(|a| (a.name.as_str(), &a.role))
+        .collect();
+    assert_eq!(roles[0], ("x", &ArgRole::Data));
+    assert_eq!(roles[1], ("W1", &ArgRole::Param { output: 0 }));
+    assert_eq!(roles[4], ("b2", &ArgRole::Param { output: 3 }));
+    assert_eq!(roles[5], ("y", &ArgRole::Labels));
+    assert_eq!(r.roles.loss, 4);
+    assert!(r.rows.iter().all(|row| row.status == RowStatus::Tied));
+    // The backward's values are ∂loss/∂θ themselves (the 1/B is applied at dz₂).
+    let k = r.scale.expect("a scale");
+    assert!((k - 1.0).abs() < 1e-9, "{k}");
+    // The tail's gradient values are read at their ops' lines in the text.
+    let gw1 = r.rows[0].gradient.as_ref().expect("W1's gradient");
+    assert_eq!(gw1.op, "stablehlo.dot_general");
+    let text = step(Bug::None, Tail::Sgd);
+    let at = text.lines().nth(gw1.line.unwrap() as usize - 1).unwrap();
+    assert!(at.trim_start().starts_with("%gW1 ="), "{at}");
+    let tail = r.tail.recognised.as_deref().expect("SGD recognised");
+    assert!(tail.starts_with("SGD, lr 1.000000e-1"), "{tail}");
+}
+
+#[test]
+fn a_correct_adam_step_is_certified_and_its_moments_measured() {
+    let r = certify(&step(Bug::None, Tail::Adam));
+    assert_eq!(r.verdict, Verdict::Certified, "{:?}", r.verdict);
+    let states = r
+        .roles
+        .args
+        .iter()
+        .filter(|a| matches!(a.role, ArgRole::State { .. }))
+        .count();
+    assert_eq!(states, 8);
+    let tail = r.tail.recognised.as_deref().expect("Adam recognised");
+    assert!(
+        tail.starts_with("Adam, θ' = θ − 1.000000e-2·m'/(√v' + 1.0e-8)"),
+        "{tail}"
+    );
+    let forms: Vec<&str> = r.tail.states.iter().map(|s| s.form.as_str()).collect();
+    assert_eq!(
+        forms,
+        [
+            "s' = 0.900000·s + 1.000000e-1·∇L",
+            "s' = 0.999000·s + 1.000000e-3·∇L²"
+        ]
+    );
+}
+
+/// Each planted bug is refuted at the parameter whose update reads it.
+#[test]
+fn each_planted_backward_bug_is_refuted_at_its_parameter() {
+    for tail in [Tail::Sgd, Tail::Adam] {
+        for (bug, param) in [
+            (Bug::UntransposedW, "W1"),
+            (Bug::MaskOnCotangent, "W1"),
+            (Bug::MissingMean, "b2"),
+            (Bug::OneExample, "b1"),
+        ] {
+            let r = certify(&step(bug, tail));
+            match &r.verdict {
+                Verdict::Refuted { block, .. } => assert_eq!(block, param, "{bug:?}"),
+                v => panic!("{bug:?} is not refuted: {v:?}"),
+            }
+            let wrong: Vec<&str> = r
+                .rows
+                .iter()
+                .filter(|row| matches!(row.status, RowStatus::Wrong(_)))
+                .map(|row| row.name.as_str())
+                .collect();
+            let expected: &[&str] = match bug {
+                Bug::UntransposedW | Bug::MaskOnCotangent => &["W1", "b1"],
+                Bug::MissingMean => &["b2"],
+                _ => &["b1"],
+            };
+            assert_eq!(wrong, expected, "{bug:?}");
+            if bug == Bug::MissingMean {
+                let RowStatus::Wrong(why) = &r.rows[3].status else {
+                    unreachable!()
+                };
+                assert!(
+                    why.contains("4.000000e0·∂loss/∂θ, the other parameters' 1.000000e0"),
+                    "{why}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn a_step_without_a_loss_or_with_two_is_a_usage_error_listing_the_candidates() {
+    let text = step(Bug::None, Tail::Sgd);
+    // No loss: the last result dropped.
+    let no_loss = text
+        .replace(", tensor<f32>) {", ") {")
+        .replace(", %loss : ", " : ")
+        .replace(", tensor<f32>\n", "\n");
+    let module = ir::parse::parse_module(&no_loss, "step.mlir").expect("parses");
+    let f = module.func("step").unwrap();
+    let err = certify_fused_step(
+        &module,
+        "step",
+        &TextNames::read(&no_loss, f),
+        &FusedStepOptions::default(),
+    )
+    .expect_err("no loss");
+    assert!(err.0.contains("returns no loss"), "{}", err.0);
+    // Two candidates: the loss and its double, neither named like a loss.
+    let two = text
+        .replace("%loss", "%l")
+        .replace(", %l : ", ", %l, %l2 : ")
+        .replace(", tensor<f32>) {", ", tensor<f32>, tensor<f32>) {")
+        .replace(
+            "  return ",
+            "  %l2 = stablehlo.add %l, %l : tensor<f32>\n  return ",
+        )
+        .replace(", tensor<f32>\n}", ", tensor<f32>, tensor<f32>\n}");
+    let module = ir::parse::parse_module(&two, "step.mlir").expect("parses");
+    let f = module.func("step").unwrap();
+    let names = TextNames::read(&two, f);
+    let err = certify_fused_step(&module, "step", &names, &FusedStepOptions::default())
+        .expect_err("ambiguous");
+    assert!(
+        err.0.contains("several results could be the loss: 4 (%l,") && err.0.contains("5 (%l2,"),
+        "{}",
+        err.0
+    );
+    // Named with --loss, it is certified.
+    let opts = FusedStepOptions {
+        hints: RoleHints {
+            loss: Some("l".into()),
+            params: None,
+        },
+        ..Default::default()
+    };
+    let r = certify_fused_step(&module, "step", &names, &opts).expect("named");
+    assert_eq!(r.verdict, Verdict::Certified);
+}
