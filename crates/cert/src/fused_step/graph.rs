@@ -46,6 +46,11 @@ pub(crate) struct Graph<'f> {
     pub ty: HashMap<ValueId, TensorType>,
     /// Arguments each top-level value depends on.
     pub deps: HashMap<ValueId, ArgSet>,
+    /// The float arguments each float value depends on along float values
+    /// only: a path through a comparison, an argmax index or any other
+    /// integer or boolean value carries no derivative, so an accuracy metric
+    /// depends on the parameters but not smoothly.
+    pub smooth_deps: HashMap<ValueId, ArgSet>,
     /// Per body op: the top-level values it reads (operands and values its
     /// regions capture).
     pub reads: Vec<Vec<ValueId>>,
@@ -76,11 +81,20 @@ impl<'f> Graph<'f> {
         let mut def = HashMap::new();
         let mut ty = HashMap::new();
         let mut deps = HashMap::new();
+        let mut smooth_deps = HashMap::new();
         for (i, p) in f.params.iter().enumerate() {
             def.insert(p.value, Def::Arg(i));
             ty.insert(p.value, p.ty.clone());
             let mut s = ArgSet::empty(n);
             s.insert(i);
+            smooth_deps.insert(
+                p.value,
+                if p.ty.elem.is_float() {
+                    s.clone()
+                } else {
+                    ArgSet::empty(n)
+                },
+            );
             deps.insert(p.value, s);
         }
         let mut reads = Vec::with_capacity(f.body.ops.len());
@@ -92,8 +106,10 @@ impl<'f> Graph<'f> {
             r.sort();
             r.dedup();
             let mut s = ArgSet::empty(n);
+            let mut smooth = ArgSet::empty(n);
             for v in &r {
                 s.union(&deps[v]);
+                smooth.union(&smooth_deps[v]);
             }
             if matches!(op.kind, OpKind::FuncReturn) {
                 returned = op.operands.clone();
@@ -102,6 +118,14 @@ impl<'f> Graph<'f> {
                 def.insert(*v, Def::Op(k, j));
                 ty.insert(*v, t.clone());
                 deps.insert(*v, s.clone());
+                smooth_deps.insert(
+                    *v,
+                    if t.elem.is_float() {
+                        smooth.clone()
+                    } else {
+                        ArgSet::empty(n)
+                    },
+                );
             }
             reads.push(r);
         }
@@ -110,6 +134,7 @@ impl<'f> Graph<'f> {
             def,
             ty,
             deps,
+            smooth_deps,
             reads,
             returned,
         }
@@ -224,12 +249,32 @@ impl<'f> Graph<'f> {
         let Some(mut at) = meet else {
             return Vec::new();
         };
+        // The values the root's ops read, transitively: of a dominating op
+        // with several results (a while loop that accumulates every
+        // gradient) the one result on the root's paths is the dominator.
+        let mut upstream = std::collections::HashSet::new();
+        let mut needed = vec![false; ops];
+        needed[root_node] = true;
+        for k in (0..=root_node).rev() {
+            if needed[k] {
+                for v in &self.reads[k] {
+                    upstream.insert(*v);
+                    if let Def::Op(j, _) = self.def[v] {
+                        needed[j] = true;
+                    }
+                }
+            }
+        }
         let mut chain = Vec::new();
         while at != root_node {
             if at < ops {
-                let op = &self.f.body.ops[at];
-                if op.results.len() == 1 {
-                    chain.push(op.results[0].0);
+                let mut on_path = self.f.body.ops[at]
+                    .results
+                    .iter()
+                    .map(|(v, _)| *v)
+                    .filter(|v| upstream.contains(v));
+                if let (Some(v), None) = (on_path.next(), on_path.next()) {
+                    chain.push(v);
                 }
             }
             at = idom[at];

@@ -153,9 +153,9 @@ fn shape(ty: &TensorType) -> Vec<usize> {
 }
 
 /// A point of the step: parameters at a fan-in scale, data standard normal,
-/// one-hot label rows (or class indices 0/1), state small and non-negative
-/// (second moments stay valid), hyper-parameters in [0.2, 0.8], other
-/// integers 3.
+/// one-hot label rows, integer labels and token ids 0 or 1, state small and
+/// non-negative (second moments stay valid), hyper-parameters in [0.2, 0.8],
+/// integer counters 3.
 fn draw(roles: &Roles, rng: &mut Rng) -> Vec<Value<f64>> {
     roles
         .args
@@ -164,9 +164,13 @@ fn draw(roles: &Roles, rng: &mut Rng) -> Vec<Value<f64>> {
             let sh = shape(&a.ty);
             let n: usize = sh.iter().product();
             if !a.ty.elem.is_float() {
+                // Integer data are labels or token ids: 0 or 1 is a valid
+                // index into any axis of two or more (a larger draw could
+                // fall outside a vocabulary and gather a NaN fill).
+                // Integer hyper-parameters are counters (Adam's step).
                 let v: Vec<i64> = match a.role {
-                    ArgRole::Labels => (0..n).map(|_| rng.below(2) as i64).collect(),
-                    _ => vec![3; n],
+                    ArgRole::Hyper => vec![3; n],
+                    _ => (0..n).map(|_| rng.below(2) as i64).collect(),
                 };
                 return Value::Int(Tensor::new(sh, v), a.ty.elem);
             }

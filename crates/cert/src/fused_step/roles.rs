@@ -235,7 +235,8 @@ pub(crate) fn find_roles(
     let uncarried: Vec<usize> = (0..n).filter(|&i| carried_by[i].is_none()).collect();
     let carried: Vec<usize> = (0..n).filter(|&i| carried_by[i].is_some()).collect();
     // The loss: a one-element float result, carrying nothing, that reads a
-    // carried argument and an uncarried one (the data).
+    // carried argument along float values (an accuracy reads the parameters
+    // only through an argmax or a comparison) and an uncarried one (the data).
     let loss = match &hints.loss {
         Some(spec) => pick(spec, &names.results, "result")?,
         None => {
@@ -246,7 +247,7 @@ pub(crate) fn find_roles(
                     r.elem.is_float()
                         && r.num_elements() == 1
                         && carries[j].is_none()
-                        && d.any_of(&carried)
+                        && g.smooth_deps[&g.returned[j]].any_of(&carried)
                         && d.any_of(&uncarried)
                 })
                 .collect();
@@ -266,7 +267,7 @@ pub(crate) fn find_roles(
                 (_, 1) => named[0],
                 (0, _) => {
                     return Err(RoleError(format!(
-                        "the step returns no loss: no one-element float result depends on both a parameter and the data (results: {}). Return the loss as a result, or name it with --loss",
+                        "the step returns no loss: no one-element float result depends on both a parameter (through float values, not only through an argmax or a comparison) and the data (results: {}). Return the loss as a result, or name it with --loss",
                         list(&(0..m).collect::<Vec<_>>())
                     )))
                 }
