@@ -4,7 +4,7 @@
 jax.random, jnp.take / .at[] / sort / top_k, argmax accuracy), judged against
 certgrad end to end.
 
-Owns the corpus and its three checks per program:
+Owns the corpus and its five checks per program:
   run       the jitted train step exported with jax.jit(step).lower(...).as_text();
             `certgrad run` on its inputs; every output within 1e-4 norm-wise of
             JAX (integers equal)
@@ -14,6 +14,14 @@ Owns the corpus and its three checks per program:
             the vjp text (multiply→add, add→subtract, …, scanning from the
             results backwards) that XLA itself shows changes the gradient at a
             random point; `certgrad check-vjp` must REFUTE it (exit 1)
+  step      `certgrad certify-step` on the exported train step alone (it finds
+            the loss, the parameters and the gradient each update reads): must
+            CERTIFY (exit 0); a program whose custom_vjp rule is wrong must be
+            REFUTED (exit 1)
+  step-bug  one planted bug in the step's backward: the first mutation, from
+            the top of the step, after which XLA shows every one-element output
+            (loss, accuracy) unchanged and some update changed;
+            `certgrad certify-step` must REFUTE it (exit 1)
 One line per program and check with its time, then the totals; exit 1 when a
 check fails (a certgrad error counts as a failure: these are the programs a JAX
 user brings).
@@ -136,6 +144,44 @@ class EmbedBag(nn.Module):
         return nn.Dense(3)(e.mean(axis=1))
 
 
+@jax.custom_vjp
+def relu_rule(x):
+    return jnp.maximum(x, 0.0)
+
+
+def _relu_fwd(x):
+    return relu_rule(x), x
+
+
+def _relu_bwd(x, g):
+    return (jnp.where(x > 0.0, g, 0.0),)
+
+
+relu_rule.defvjp(_relu_fwd, _relu_bwd)
+
+
+@jax.custom_vjp
+def relu_wrong_rule(x):
+    return jnp.maximum(x, 0.0)
+
+
+def _relu_wrong_bwd(x, g):
+    # The mask of a shifted ReLU (x > 0.5): a copy-paste bug that keeps every shape.
+    return (jnp.where(x > 0.5, g, 0.0),)
+
+
+relu_wrong_rule.defvjp(_relu_fwd, _relu_wrong_bwd)
+
+
+class RuleMLP(nn.Module):
+    """An MLP whose activation is a hand-written custom_vjp rule."""
+    act: object
+
+    @nn.compact
+    def __call__(self, x):
+        return nn.Dense(10)(self.act(nn.Dense(32)(x)))
+
+
 # --------------------------------------------------------------- programs
 def rng(seed):
     return np.random.default_rng(seed)
@@ -173,6 +219,10 @@ def programs():
                           optax.chain(optax.clip_by_global_norm(0.5), optax.sgd(0.1, momentum=0.9))))
     out.append(classifier("mlp_cosine_schedule", MLP(), x, y,
                           optax.adam(optax.warmup_cosine_decay_schedule(0.0, 1e-2, 5, 50))))
+    out.append(classifier("mlp_custom_vjp_rule", RuleMLP(relu_rule), x, y, optax.sgd(0.1)))
+    wrong = classifier("mlp_custom_vjp_wrong", RuleMLP(relu_wrong_rule), x, y, optax.sgd(0.1))
+    wrong["wrong_rule"] = True
+    out.append(wrong)
 
     # CNN with BatchNorm: mutable batch statistics thread through the step.
     img = r.normal(size=(4, 8, 8, 3)).astype(np.float32)
@@ -395,6 +445,49 @@ def plant_bug(bwd_text, lleaves):
     return None
 
 
+def plant_step_bug(step_text, leaves):
+    """The first mutation of the step, from the top, that XLA shows leaves
+    every one-element output (the loss, an accuracy) unchanged and changes an
+    update: a bug in the backward (or in a value only the backward reads).
+    (text, description) or None."""
+    r = rng(11)
+    point = [(r.normal(size=l.shape).astype(l.dtype) * 0.5 if np.issubdtype(l.dtype, np.floating) else l)
+             for l in leaves]
+    truth = xla_run_text(step_text, point)
+    scalar = [t.size == 1 for t in truth]
+    lines = step_text.split("\n")
+    # The backward follows the loss: start after the first line that defines
+    # a one-element output of @main (mutating the forward changes the loss).
+    start = 0
+    main = next(i for i, l in enumerate(lines) if "func.func public @main" in l)
+    ret = next(l for l in lines[main:] if l.strip().startswith("return "))
+    names = [n.strip() for n in ret.strip()[len("return "):].split(":")[0].split(",")]
+    defs = [i for i in range(main, len(lines)) for k, n in enumerate(names)
+            if k < len(scalar) and scalar[k] and re.match(rf"^\s*{re.escape(n)} = ", lines[i])]
+    if defs:
+        start = min(defs) + 1
+    for i, line in enumerate(lines):
+        if i < start:
+            continue
+        for old, new in MUTATIONS:
+            m = re.match(rf"^(\s*%\S+ = )stablehlo\.{old} (%[^,]+, %[^ ]+ : tensor<[^>]*>)$", line)
+            # Constant-folded scalars (1/N) scale every gradient alike: a
+            # real bug, reported as the scale κ, not as a wrong parameter.
+            if not m or re.match(r"%cst\S*, %cst", m.group(2)):
+                continue
+            mutant = "\n".join(lines[:i] + [f"{m.group(1)}stablehlo.{new} {m.group(2)}"] + lines[i + 1:])
+            try:
+                got = xla_run_text(mutant, point)
+            except Exception:
+                continue
+            errs = [errors(g, t)[0] if t.dtype.kind == "f" else float(not np.array_equal(g, t))
+                    for g, t in zip(got, truth)]
+            if all(e <= 1e-6 for e, s in zip(errs, scalar) if s) and \
+                    any(e > 1e-3 for e, s in zip(errs, scalar) if not s):
+                return mutant, f"line {i + 1}: {old} → {new}"
+    return None
+
+
 def check(cmd, timeout=300):
     t0 = time.time()
     try:
@@ -410,7 +503,7 @@ def main():
     ap.add_argument("--certgrad", required=True)
     ap.add_argument("--only", nargs="*", default=[])
     args = ap.parse_args()
-    counts = {"run": [0, 0], "vjp": [0, 0], "bug": [0, 0]}
+    counts = {"run": [0, 0], "vjp": [0, 0], "bug": [0, 0], "step": [0, 0], "step-bug": [0, 0]}
     for prog in programs():
         if args.only and prog["name"] not in args.only:
             continue
@@ -437,11 +530,37 @@ def main():
         print(f"{'PASS' if ok else 'FAIL'} run  {name:<28} {secs:6.1f}s  {detail}", flush=True)
         for line in arbitrated:
             print(line, flush=True)
-        # vjp
+        # vjp (a wrong custom_vjp rule makes jax.vjp of the loss wrong: refuted)
+        wrong_rule = prog.get("wrong_rule", False)
         rc, msg, secs = check([args.certgrad, "check-vjp", os.path.join(d, "fwd.mlir"), os.path.join(d, "bwd.mlir")])
-        ok = rc == 0
+        ok = rc == (1 if wrong_rule else 0)
         counts["vjp"][0 if ok else 1] += 1
         print(f"{'PASS' if ok else 'FAIL'} vjp  {name:<28} {secs:6.1f}s  {msg.splitlines()[-1][:160] if msg else rc}", flush=True)
+        # step: certify-step on the fused step alone
+        rc, msg, secs = check([args.certgrad, "certify-step", os.path.join(d, "step.mlir")])
+        ok = rc == (1 if wrong_rule else 0)
+        counts["step"][0 if ok else 1] += 1
+        print(f"{'PASS' if ok else 'FAIL'} step {name:<28} {secs:6.1f}s  {msg.splitlines()[-1][:160] if msg else rc}", flush=True)
+        if not ok and msg:
+            print("\n".join("      " + l for l in msg.splitlines()[-12:]), flush=True)
+        if wrong_rule:
+            continue
+        # step-bug: a planted backward bug in the fused step
+        with open(os.path.join(d, "step.mlir")) as fh:
+            step_text = fh.read()
+        planted = plant_step_bug(step_text, [np.load(os.path.join(d, f"in_{k}.npy")) for k in range(n_in)])
+        if planted is None:
+            counts["step-bug"][1] += 1
+            print(f"FAIL step-bug {name:<24}    -    no mutation changed only the updates (suite bug)")
+        else:
+            mutant, what = planted
+            with open(os.path.join(d, "step_bug.mlir"), "w") as fh:
+                fh.write(mutant)
+            rc, msg, secs = check([args.certgrad, "certify-step", os.path.join(d, "step_bug.mlir")])
+            ok = rc == 1
+            counts["step-bug"][0 if ok else 1] += 1
+            last = msg.splitlines()[-1][:120] if msg else str(rc)
+            print(f"{'PASS' if ok else 'FAIL'} step-bug {name:<24} {secs:6.1f}s  ({what}) {last}", flush=True)
         # bug
         planted = plant_bug(bwd_text, lleaves)
         if planted is None:

@@ -7,7 +7,7 @@
 use crate::Exit;
 use anyhow::{Context, Result};
 use cert::fused_step::{
-    certify_fused_step, ArgRole, FusedStepOptions, FusedStepReport, ResultRole, RoleHints,
+    certify_fused_step, ArgRole, Finding, FusedStepOptions, FusedStepReport, ResultRole, RoleHints,
     RowStatus, TextNames,
 };
 use cert::Verdict;
@@ -91,7 +91,7 @@ pub fn certify_step(a: &CertifyStepArgs) -> Result<()> {
     };
     let report = certify_fused_step(&module, &func.name, &names, &opts)
         .map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
-    print_report(&name, &report);
+    print_report(&name, &text, &report);
     if let Some(path) = &a.json {
         let text = serde_json::to_string_pretty(&to_json(&name, &report))?;
         std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?;
@@ -123,15 +123,76 @@ fn status_word(s: &RowStatus) -> String {
     }
 }
 
-fn place(file: &str, s: &cert::fused_step::Site) -> String {
+/// `file:line:col %name op`; the SSA name is read from the text at the site.
+fn place(file: &str, text: &str, s: &cert::fused_step::Site) -> String {
+    let ssa = |l: usize, c: usize| {
+        let at = text
+            .lines()
+            .nth(l.wrapping_sub(1))?
+            .get(c.wrapping_sub(1)..)?;
+        let name = at.split_whitespace().next()?;
+        name.starts_with('%').then(|| format!("{name} "))
+    };
     match (s.line, s.col) {
-        (Some(l), Some(c)) => format!("{file}:{l}:{c} {}", s.op),
+        (Some(l), Some(c)) => format!(
+            "{file}:{l}:{c} {}{}",
+            ssa(l as usize, c as usize).unwrap_or_default(),
+            s.op
+        ),
         (Some(l), None) => format!("{file}:{l} {}", s.op),
         _ => s.op.to_string(),
     }
 }
 
-fn print_report(file: &str, r: &FusedStepReport) {
+/// Where the backward of the first wrong gradient goes wrong, in words.
+fn localisation_line(file: &str, text: &str, r: &FusedStepReport) -> Option<String> {
+    if !matches!(r.verdict, Verdict::Refuted { .. }) {
+        return None;
+    }
+    let Some(l) = &r.localisation else {
+        return Some(
+            "  backward: no single backward value could be blamed (the gradient itself is wrong; see its row)"
+                .into(),
+        );
+    };
+    let short = |s: &cert::fused_step::Site| {
+        let p = place(file, text, s);
+        p.strip_prefix(&format!("{file}:"))
+            .map_or(p.clone(), |x| format!("line {x}"))
+    };
+    let what = match &l.finding {
+        Finding::Scaled { of, ratio } => format!(
+            "it is {ratio:.6e}·∂loss/∂({}), where the step's gradients read {}·∂loss/∂θ",
+            short(of),
+            r.scale.map_or("κ".into(), |k| format!("{k:.6e}"))
+        ),
+        Finding::TheGradient => {
+            "the gradient value itself is computed wrongly from right inputs".into()
+        }
+        Finding::NotACotangent { tried } => format!(
+            "it is not the derivative of the loss at any forward value of its type ({} tried{})",
+            tried.len(),
+            tried
+                .first()
+                .map_or(String::new(), |t| format!(", e.g. {}", short(t)))
+        ),
+    };
+    let mut out = format!(
+        "  backward: %{}'s gradient first goes wrong at {}: {what}",
+        l.param,
+        place(file, text, &l.at)
+    );
+    for (v, a) in &l.reads {
+        out.push_str(&format!(
+            "\n    it reads {}, which is right: ∂loss/∂({})",
+            short(v),
+            short(a)
+        ));
+    }
+    Some(out)
+}
+
+fn print_report(file: &str, text: &str, r: &FusedStepReport) {
     println!("certify-step {file}:@{}", r.func);
     let count = |f: &dyn Fn(&ArgRole) -> bool| r.roles.args.iter().filter(|a| f(&a.role)).count();
     println!(
@@ -195,7 +256,9 @@ fn print_report(file: &str, r: &FusedStepReport) {
             row.arg,
             row.name,
             row.ty.to_string(),
-            row.gradient.as_ref().map_or("—".into(), |s| place(file, s)),
+            row.gradient
+                .as_ref()
+                .map_or("—".into(), |s| place(file, text, s)),
             status_word(&row.status)
         );
     }
@@ -215,6 +278,9 @@ fn print_report(file: &str, r: &FusedStepReport) {
     for s in &r.tail.states {
         println!("    state %{}…: {}", s.name, s.form);
     }
+    if let Some(line) = localisation_line(file, text, r) {
+        println!("{line}");
+    }
     let phases: Vec<String> = r
         .phases
         .iter()
@@ -222,10 +288,23 @@ fn print_report(file: &str, r: &FusedStepReport) {
         .collect();
     println!("  time: {}", phases.join(", "));
     match &r.verdict {
-        Verdict::Certified => println!(
-            "CERTIFIED: every parameter's update reads the gradient of the step's own loss (relative gap ≤ {:.1e})",
-            r.relative_gap
-        ),
+        Verdict::Certified => {
+            // Which function the update follows, exactly: κ × the loss.
+            let loss = format!(
+                "the step's own loss (result {}, %{})",
+                r.roles.loss, r.roles.results[r.roles.loss].name
+            );
+            let of = match r.scale {
+                Some(k) if (k - 1.0).abs() >= 1e-9 => {
+                    format!("{k:.6e} × {loss}, not of the loss itself")
+                }
+                _ => loss,
+            };
+            println!(
+                "CERTIFIED: every parameter's update reads the gradient of {of} (relative gap ≤ {:.1e})",
+                r.relative_gap
+            )
+        }
         Verdict::Refuted { block, detail } => println!("REFUTED: parameter %{block}: {detail}"),
         Verdict::Undecided { reason } => println!("UNDECIDED: {reason}"),
     }
@@ -263,6 +342,17 @@ fn to_json(file: &str, r: &FusedStepReport) -> serde_json::Value {
             "scale": row.scale,
             "status": status_word(&row.status),
         })).collect::<Vec<_>>(),
+        "localisation": r.localisation.as_ref().map(|l| json!({
+            "param": l.param,
+            "line": l.at.line,
+            "op": l.at.op,
+            "finding": match &l.finding {
+                Finding::Scaled { ratio, .. } => format!("scaled by {ratio:e}"),
+                Finding::NotACotangent { .. } => "not a cotangent".into(),
+                Finding::TheGradient => "the gradient value itself".into(),
+            },
+            "probes": l.probes,
+        })),
         "tail": r.tail.recognised,
         "tail_note": r.tail.note,
         "phases": r.phases.iter().map(|(p, s)| json!({"phase": p, "seconds": s})).collect::<Vec<_>>(),

@@ -15,9 +15,11 @@
 //! step's outputs ([`tail`]); a tail not recognised is reported as such.
 
 mod graph;
+mod locate;
 mod roles;
 mod tail;
 
+pub use locate::{Finding, Localisation};
 pub use roles::{ArgRole, ResultRole, RoleError, RoleHints, Roles, Slot, TextNames};
 pub use tail::{StateFit, TailReport};
 
@@ -104,6 +106,8 @@ pub struct FusedStepReport {
     /// over ReLU zeros): no one-sided derivative there.
     pub flat_ties: usize,
     pub tail: TailReport,
+    /// Where the first refuted gradient's backward first goes wrong.
+    pub localisation: Option<Localisation>,
     /// The point was given (`--inputs`).
     pub given_point: bool,
     pub phases: Vec<(&'static str, f64)>,
@@ -667,6 +671,29 @@ pub fn certify_fused_step(
     };
     phases.push(("tail fit", t3.elapsed().as_secs_f64()));
 
+    let t4 = Instant::now();
+    let first_wrong = (0..rows.len()).find(|&r| matches!(rows[r].status, RowStatus::Wrong(_)));
+    let localisation = first_wrong.and_then(|r| {
+        let params = roles.params();
+        let inputs = locate::Inputs {
+            module,
+            f: &f,
+            g: &g,
+            forward: &forward,
+            data: &data,
+            params: &params,
+            loss: g.returned[roles.loss],
+            point: &point,
+            kappa,
+            tolerance: opts.tolerance,
+            budget: LOCATE_PROBES,
+        };
+        locate::locate(&inputs, &rows[r].name, grad_of[r]?, &mut rng)
+    });
+    if first_wrong.is_some() {
+        phases.push(("localisation (dual f64)", t4.elapsed().as_secs_f64()));
+    }
+
     let wrong: Vec<&ParamRow> = rows
         .iter()
         .filter(|r| matches!(r.status, RowStatus::Wrong(_) | RowStatus::NoGradient))
@@ -712,11 +739,15 @@ pub fn certify_fused_step(
         min_margin: margins.untied.clone(),
         flat_ties: if flat { margins.ties } else { 0 },
         tail,
+        localisation,
         given_point,
         phases,
         verdict,
     })
 }
+
+/// Dual-number probes the localisation may spend (two per forward value).
+const LOCATE_PROBES: usize = 256;
 
 fn close(a: f64, b: f64, tol: f64) -> bool {
     (a - b).abs() <= tol * a.abs().max(b.abs())
@@ -741,6 +772,7 @@ fn undecided(
         min_margin: None,
         flat_ties: 0,
         tail: TailReport::not_checked("undecided"),
+        localisation: None,
         given_point,
         phases,
         verdict: Verdict::Undecided { reason },

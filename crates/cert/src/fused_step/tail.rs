@@ -196,6 +196,7 @@ pub(crate) fn fit(
         .collect();
     let sq_ref: Vec<&[f64]> = sq.iter().map(|v| v.as_slice()).collect();
     let mut all_fit = true;
+    let mut decay_rates = Vec::new();
     for k in 0..n_states {
         let tgt: Vec<&[f64]> = states.iter().map(|s| new_state(s[k])).collect();
         let old: Vec<&[f64]> = states.iter().map(|s| old_state(s[k])).collect();
@@ -204,6 +205,7 @@ pub(crate) fn fit(
             if let Some((c, r)) = least_squares(&tgt, &[old.clone(), feat.clone()]) {
                 if r <= EXACT {
                     best = Some((format!("s' = {:.6}·s + {:.6e}·{label}", c[0], c[1]), r));
+                    decay_rates.push(c[0]);
                     break;
                 }
             }
@@ -262,11 +264,11 @@ pub(crate) fn fit(
         let r2: Vec<&[f64]> = f2.iter().map(|v| v.as_slice()).collect();
         if let Some((c, r)) = least_squares(&target, &[r1, r2, theta.clone()]) {
             if r <= EXACT {
+                let (a, eps) = (-c[0], -c[1] / c[0]);
                 report.recognised = Some(format!(
-                    "Adam, θ' = θ − {:.6e}·m'/(√v' + {:.1e}){}",
-                    -c[0],
-                    -c[1] / c[0],
-                    decay(c[2])
+                    "Adam, θ' = θ − {a:.6e}·m'/(√v' + {eps:.1e}){}{}",
+                    decay(c[2]),
+                    bias_corrected(roles, point, a, eps, decay_rates[0], decay_rates[1])
                 ));
                 report.residual = r;
                 return report;
@@ -279,4 +281,39 @@ pub(crate) fn fit(
         "update not checked: a state's update is none of the known forms".into()
     };
     report
+}
+
+/// Adam's measured step size and ε read back through bias correction: with
+/// one integer scalar argument (optax's `count`) holding c, the step is
+/// t = c + 1 and a = lr·√(1 − β2ᵗ)/(1 − β1ᵗ), ε_measured = ε·√(1 − β2ᵗ).
+/// Empty when there is no single counter to read t from.
+fn bias_corrected(
+    roles: &Roles,
+    point: &[Value<f64>],
+    a: f64,
+    eps: f64,
+    b1: f64,
+    b2: f64,
+) -> String {
+    let counters: Vec<(usize, i64)> = roles
+        .args
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| r.ty.num_elements() == 1 && !r.ty.elem.is_float())
+        .filter_map(|(i, _)| match &point[i] {
+            Value::Int(t, _) => Some((i, t.data[0])),
+            _ => None,
+        })
+        .collect();
+    let [(i, c)] = counters[..] else {
+        return String::new();
+    };
+    let t = (c + 1) as i32;
+    let root = (1.0 - b2.powi(t)).sqrt();
+    format!(
+        "; with bias correction at step {t} (counter %{} = {c}, plus one): lr {:.6e}, ε {:.1e}",
+        roles.args[i].name,
+        a * (1.0 - b1.powi(t)) / root,
+        eps / root
+    )
 }

@@ -4,10 +4,11 @@
 //! backward, and an SGD or Adam tail. Every dimension is the same so that
 //! the planted bugs keep every shape: each is refuted at the parameter whose
 //! update reads the wrong value, and the correct twin is certified with its
-//! tail recognised and its hyper-parameters measured.
+//! tail recognised and its hyper-parameters measured; the backward is
+//! followed from the wrong gradient to the op that carries the bug.
 
 use cert::fused_step::{
-    certify_fused_step, ArgRole, FusedStepOptions, RoleHints, RowStatus, TextNames,
+    certify_fused_step, ArgRole, Finding, FusedStepOptions, RoleHints, RowStatus, TextNames,
 };
 use cert::Verdict;
 
@@ -288,6 +289,34 @@ fn each_planted_backward_bug_is_refuted_at_its_parameter() {
                 _ => &["b1"],
             };
             assert_eq!(wrong, expected, "{bug:?}");
+            // The backward is followed from the first wrong gradient to the
+            // op that carries the bug.
+            let text = step(bug, tail);
+            let (blamed, finding) = match bug {
+                Bug::UntransposedW => ("%da1", "not a cotangent"),
+                Bug::MaskOnCotangent => ("%dz1", "not a cotangent"),
+                Bug::MissingMean => ("%d", "scaled"),
+                // The first value of b₁'s type on the update's paths is
+                // the one example's row; its inputs (dz₁) are right.
+                _ => ("%rowf", "the gradient"),
+            };
+            let line = text
+                .lines()
+                .position(|l| l.trim_start().starts_with(&format!("{blamed} = ")))
+                .expect("the blamed value is in the text") as u32
+                + 1;
+            let loc = r.localisation.as_ref().expect("localised");
+            assert_eq!(loc.at.line, Some(line), "{bug:?}: {loc:?}");
+            match (&loc.finding, finding) {
+                (Finding::NotACotangent { .. }, "not a cotangent") => {}
+                (Finding::TheGradient, "the gradient") => {}
+                (Finding::Scaled { ratio, .. }, "scaled") => {
+                    assert!((ratio - B as f64).abs() < 1e-9, "{ratio}")
+                }
+                (f, want) => panic!("{bug:?}: found {f:?}, expected {want}"),
+            }
+            // What it reads is right (the missing mean reads the forward only).
+            assert_eq!(loc.reads.is_empty(), bug == Bug::MissingMean, "{loc:?}");
             if bug == Bug::MissingMean {
                 let RowStatus::Wrong(why) = &r.rows[3].status else {
                     unreachable!()

@@ -1,5 +1,6 @@
 //! The CLI's integration tests in one binary: each runs the built `certgrad`
-//! binary (bench, certify controls, diff, input errors, run margins and types).
+//! binary (bench, certify controls, certify-step, diff, input errors, run
+//! margins and types).
 //!
 //! One binary per crate instead of one per file: each file below is a module,
 //! so its tests are named `FILE::TEST` (`cargo test -p certgrad --test
@@ -7,6 +8,7 @@
 
 mod bench;
 mod certify_controls;
+mod certify_step;
 mod diff;
 mod input_errors;
 mod interrupts;
