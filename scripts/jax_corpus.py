@@ -488,6 +488,12 @@ def plant_step_bug(step_text, leaves):
     return None
 
 
+def verdict_line(msg):
+    """certify-step's verdict (or error) line; its progress goes to stderr."""
+    lines = [l for l in msg.splitlines() if re.match(r"(CERTIFIED|REFUTED|UNDECIDED|error)", l)]
+    return (lines[-1] if lines else msg.splitlines()[-1] if msg else "")[:160]
+
+
 def check(cmd, timeout=300):
     t0 = time.time()
     try:
@@ -540,7 +546,7 @@ def main():
         rc, msg, secs = check([args.certgrad, "certify-step", os.path.join(d, "step.mlir")])
         ok = rc == (1 if wrong_rule else 0)
         counts["step"][0 if ok else 1] += 1
-        print(f"{'PASS' if ok else 'FAIL'} step {name:<28} {secs:6.1f}s  {msg.splitlines()[-1][:160] if msg else rc}", flush=True)
+        print(f"{'PASS' if ok else 'FAIL'} step {name:<28} {secs:6.1f}s  {verdict_line(msg) or rc}", flush=True)
         if not ok and msg:
             print("\n".join("      " + l for l in msg.splitlines()[-12:]), flush=True)
         if wrong_rule:
@@ -559,7 +565,10 @@ def main():
             rc, msg, secs = check([args.certgrad, "certify-step", os.path.join(d, "step_bug.mlir")])
             ok = rc == 1
             counts["step-bug"][0 if ok else 1] += 1
-            last = msg.splitlines()[-1][:120] if msg else str(rc)
+            last = verdict_line(msg) or str(rc)
+            where = [l.strip() for l in msg.splitlines() if l.startswith("  backward:")]
+            if where:
+                last += "\n      " + where[0]
             print(f"{'PASS' if ok else 'FAIL'} step-bug {name:<24} {secs:6.1f}s  ({what}) {last}", flush=True)
         # bug
         planted = plant_bug(bwd_text, lleaves)

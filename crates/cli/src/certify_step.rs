@@ -87,6 +87,7 @@ pub fn certify_step(a: &CertifyStepArgs) -> Result<()> {
             loss: a.loss.clone(),
             params: a.params.clone(),
         },
+        progress: Some(|m| eprintln!("certify-step {m}")),
         ..Default::default()
     };
     let report = certify_fused_step(&module, &func.name, &names, &opts)
@@ -242,7 +243,11 @@ fn print_report(file: &str, text: &str, r: &FusedStepReport) {
         let what = if (k - 1.0).abs() < 1e-9 {
             "the update reads ∂loss/∂θ itself".to_string()
         } else {
-            format!("the update reads {k:.6e} × ∂loss/∂θ (stated, not hidden: a learning rate folded in, or a sum where the loss is a mean)")
+            format!(
+                "the update reads {k:.6e} × ∂loss/∂θ (stated, not hidden: a learning rate folded in, a sum where the loss is a mean{}); ‖κ·∇L‖ over all parameters = {:.6e}",
+                if k < 1.0 { ", a global-norm clip to ‖κ·∇L‖" } else { "" },
+                r.gradient_norm
+            )
         };
         println!("  scale: {what}");
     }

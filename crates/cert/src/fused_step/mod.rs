@@ -41,6 +41,9 @@ pub struct FusedStepOptions {
     /// One value per argument (`--inputs`), else a drawn point.
     pub inputs: Option<Vec<Value<f64>>>,
     pub hints: RoleHints,
+    /// Told each phase as it starts, with the seconds spent so far (long
+    /// steps take minutes).
+    pub progress: Option<fn(&str)>,
 }
 
 impl Default for FusedStepOptions {
@@ -51,6 +54,7 @@ impl Default for FusedStepOptions {
             tolerance: 1e-8,
             inputs: None,
             hints: RoleHints::default(),
+            progress: None,
         }
     }
 }
@@ -96,6 +100,9 @@ pub struct FusedStepReport {
     pub rows: Vec<ParamRow>,
     /// The common scale: the update reads κ·∂loss/∂θ.
     pub scale: Option<f64>,
+    /// ‖g‖ over every parameter's gradient value at the point: with κ < 1
+    /// a round number here is a global-norm clip's threshold.
+    pub gradient_norm: f64,
     pub loss: f64,
     pub probes: usize,
     /// Largest |Σ⟨g, v⟩ − κ·∂L·v| over its tolerance's scale.
@@ -348,6 +355,11 @@ pub fn certify_fused_step(
 ) -> Result<FusedStepReport, RoleError> {
     let mut phases = Vec::new();
     let t0 = Instant::now();
+    let tell = |what: &str| {
+        if let Some(p) = opts.progress {
+            p(&format!("[{:7.1} s] {what}", t0.elapsed().as_secs_f64()));
+        }
+    };
     let original = module
         .func(func)
         .ok_or_else(|| RoleError(format!("no function @{func}")))?;
@@ -420,6 +432,11 @@ pub fn certify_fused_step(
     phases.push(("roles and gradients", t0.elapsed().as_secs_f64()));
 
     // The point, and the step at it: its results and every gradient value.
+    tell(&format!(
+        "{} parameters, loss = result {}; evaluating the step at the point (f64)",
+        rows.len(),
+        roles.loss
+    ));
     let t1 = Instant::now();
     let given_point = opts.inputs.is_some();
     let point = match &opts.inputs {
@@ -498,6 +515,11 @@ pub fn certify_fused_step(
     let mut worst = 0.0f64;
     let mut joint_ok = !tied.is_empty();
     for p in 0..opts.probes.max(2) {
+        tell(&format!(
+            "joint probe {} of {}: the loss's forward over dual numbers",
+            p + 1,
+            opts.probes.max(2)
+        ));
         let v: Vec<(usize, Vec<f64>)> = tied
             .iter()
             .map(|&r| (rows[r].arg, dir(rows[r].ty.num_elements() as usize)))
@@ -563,6 +585,7 @@ pub fn certify_fused_step(
         // Each parameter alone: two probes give its own κ and check it.
         let mut kappas = Vec::new();
         for &r in &tied {
+            tell(&format!("probing %{} alone", rows[r].name));
             let i = rows[r].arg;
             let n = rows[r].ty.num_elements() as usize;
             let gv = gval(r).to_vec();
@@ -672,6 +695,9 @@ pub fn certify_fused_step(
     phases.push(("tail fit", t3.elapsed().as_secs_f64()));
 
     let t4 = Instant::now();
+    if rows.iter().any(|r| matches!(r.status, RowStatus::Wrong(_))) {
+        tell("following the first wrong gradient's backward");
+    }
     let first_wrong = (0..rows.len()).find(|&r| matches!(rows[r].status, RowStatus::Wrong(_)));
     let localisation = first_wrong.and_then(|r| {
         let params = roles.params();
@@ -733,6 +759,12 @@ pub fn certify_fused_step(
         roles,
         rows,
         scale: kappa,
+        gradient_norm: gvals
+            .iter()
+            .flat_map(|t| t.data.iter())
+            .map(|x| x * x)
+            .sum::<f64>()
+            .sqrt(),
         loss,
         probes: probes_joint + probes_alone,
         relative_gap: worst,
@@ -766,6 +798,7 @@ fn undecided(
         roles,
         rows,
         scale: None,
+        gradient_norm: f64::NAN,
         loss: f64::NAN,
         probes: 0,
         relative_gap: f64::NAN,
