@@ -40,6 +40,9 @@ pub struct Localisation {
     pub probes: usize,
 }
 
+/// Two directions u at a forward value a, each with ∂loss/∂a·u.
+type TwoProbes = [(Vec<f64>, f64); 2];
+
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Status {
     Tied(usize),
@@ -215,7 +218,7 @@ pub(crate) fn locate(
         .collect();
     let loss_fn = returning(inp.f, &[inp.loss], g);
     // ∂loss/∂a along two directions, per activation, on demand.
-    let mut derivs: HashMap<ValueId, Option<[(Vec<f64>, f64); 2]>> = HashMap::new();
+    let mut derivs: HashMap<ValueId, Option<TwoProbes>> = HashMap::new();
     let mut probes = 0usize;
     let mut derivative = |a: ValueId, rng: &mut Rng, probes: &mut usize| {
         derivs
@@ -244,7 +247,7 @@ pub(crate) fn locate(
                     let (_, d, _) = oracle.probe(&[(n, u.clone())]).ok()?;
                     out.push((u, d));
                 }
-                let [p, q]: [(Vec<f64>, f64); 2] = out.try_into().ok()?;
+                let [p, q]: TwoProbes = out.try_into().ok()?;
                 Some([p, q])
             })
             .clone()

@@ -4,9 +4,9 @@
 //! correct step is certified (exit 0, the gradient's line and SSA name, the
 //! tail and its learning rate); the twin whose weight gradient is transposed
 //! (xᵀ·dy written as dyᵀ·x, same shape) is refuted at that parameter (exit
-//! 1) and followed back to the dot_general that computes it from a right
-//! cotangent; a step without a loss is a usage error (exit 2); `--json` writes the
-//! verdict and the rows.
+//! status 1) and followed back to the dot_general that computes it from a
+//! right cotangent; a step without a loss is a usage error (exit status 2);
+//! `--json` writes the verdict and the rows.
 
 use std::path::PathBuf;
 use std::process::Command;
