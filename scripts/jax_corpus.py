@@ -219,6 +219,7 @@ def programs():
                           optax.chain(optax.clip_by_global_norm(0.5), optax.sgd(0.1, momentum=0.9))))
     out.append(classifier("mlp_cosine_schedule", MLP(), x, y,
                           optax.adam(optax.warmup_cosine_decay_schedule(0.0, 1e-2, 5, 50))))
+    out.append(classifier("mlp_rmsprop", MLP(), x, y, optax.rmsprop(1e-3)))
     out.append(classifier("mlp_custom_vjp_rule", RuleMLP(relu_rule), x, y, optax.sgd(0.1)))
     wrong = classifier("mlp_custom_vjp_wrong", RuleMLP(relu_wrong_rule), x, y, optax.sgd(0.1))
     wrong["wrong_rule"] = True

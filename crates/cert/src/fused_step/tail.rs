@@ -6,6 +6,9 @@
 //! - SGD: θ' − θ = −lr·∇L, with decoupled weight decay − lr·wd·θ;
 //! - a state s carried beside θ (heavy ball, Nesterov): s' = μ·s + c·∇L, then
 //!   θ' − θ = −lr·s' or −lr·(∇L + μ·s');
+//! - one second-moment state (RMSProp): v' = ρ·v + c·∇L², then
+//!   θ' − θ = −lr·∇L/(√v' + ε) or −lr·∇L/√(v' + ε), fitted through its
+//!   first order in ε;
 //! - two states (Adam/AdamW): m' = β1·m + c1·∇L, v' = β2·v + c2·∇L², then
 //!   θ' − θ = −a·m'/(√v' + ε) − b·θ, fitted through its first order in ε
 //!   (m'/√v' and m'/v' as features; ε ≪ √v' at the drawn point).
@@ -194,7 +197,7 @@ pub(crate) fn fit(
         .iter()
         .map(|p| p.grad.iter().map(|x| x * x).collect())
         .collect();
-    let sq_ref: Vec<&[f64]> = sq.iter().map(|v| v.as_slice()).collect();
+    let sq_ref = refs(&sq);
     let mut all_fit = true;
     let mut decay_rates = Vec::new();
     for k in 0..n_states {
@@ -247,6 +250,61 @@ pub(crate) fn fit(
                 return report;
             }
         }
+        // RMSProp: v' = ρ·v + c·∇L², θ' − θ = −lr·∇L/h(v', ε) with
+        // h = √v' + ε or √(v' + ε) (optax). ε is found by Gauss–Newton on
+        // the linear fit (to first order, −lr·∇L/h(ε + δ) is
+        // −lr·(∇L/h − δ·∇L·h'/h²)), then the form is checked exactly.
+        let second_moment = report.states[0].form.ends_with("∇L²");
+        type Denominator = fn(f64, f64) -> (f64, f64);
+        let forms: [(&str, Denominator); 2] = [
+            ("√v' + ε", |v, e| (v.sqrt() + e, 1.0)),
+            ("√(v' + ε)", |v, e| {
+                ((v + e).sqrt(), 0.5 / (v + e).sqrt())
+            }),
+        ];
+        for (form, h) in forms {
+            if !second_moment {
+                break;
+            }
+            let feature = |eps: f64, slope: bool| -> Vec<Vec<f64>> {
+                grad.iter()
+                    .zip(&s1)
+                    .map(|(g, v)| {
+                        g.iter()
+                            .zip(*v)
+                            .map(|(g, v)| {
+                                let (d, dd) = h(*v, eps);
+                                if slope {
+                                    g * dd / (d * d)
+                                } else {
+                                    g / d
+                                }
+                            })
+                            .collect()
+                    })
+                    .collect()
+            };
+            let mut eps = 0.0;
+            for _ in 0..4 {
+                let (f1, f2) = (feature(eps, false), feature(eps, true));
+                match least_squares(&target, &[refs(&f1), refs(&f2), theta.clone()]) {
+                    Some((c, _)) if c[0] != 0.0 => eps -= c[1] / c[0],
+                    _ => break,
+                }
+            }
+            let f1 = feature(eps, false);
+            if let Some((c, r)) = least_squares(&target, &[refs(&f1), theta.clone()]) {
+                if r <= EXACT && eps.is_finite() {
+                    report.recognised = Some(format!(
+                        "RMSProp, θ' = θ − lr·∇L/({form}), lr {:.6e}, ε {eps:.1e}{}",
+                        -c[0],
+                        decay(c[1])
+                    ));
+                    report.residual = r;
+                    return report;
+                }
+            }
+        }
     }
     if all_fit && n_states == 2 {
         let s2: Vec<&[f64]> = states.iter().map(|s| new_state(s[1])).collect();
@@ -260,8 +318,8 @@ pub(crate) fn fit(
             .zip(&s2)
             .map(|(m, v)| m.iter().zip(*v).map(|(m, v)| m / v).collect())
             .collect();
-        let r1: Vec<&[f64]> = f1.iter().map(|v| v.as_slice()).collect();
-        let r2: Vec<&[f64]> = f2.iter().map(|v| v.as_slice()).collect();
+        let r1 = refs(&f1);
+        let r2 = refs(&f2);
         if let Some((c, r)) = least_squares(&target, &[r1, r2, theta.clone()]) {
             if r <= EXACT {
                 let (a, eps) = (-c[0], -c[1] / c[0]);
@@ -316,4 +374,8 @@ fn bias_corrected(
         a * (1.0 - b1.powi(t)) / root,
         eps / root
     )
+}
+
+fn refs(f: &[Vec<f64>]) -> Vec<&[f64]> {
+    f.iter().map(|v| v.as_slice()).collect()
 }

@@ -1,7 +1,7 @@
 //! `cert::fused_step` on fused train steps written here as text, the way a
 //! hand-written or generated step is: a two-layer ReLU net with a softmax
 //! cross-entropy loss (mean over the batch) returned as a result, its
-//! backward, and an SGD or Adam tail. Every dimension is the same so that
+//! backward, and an SGD, Adam or RMSProp tail. Every dimension is the same so that
 //! the planted bugs keep every shape: each is refuted at the parameter whose
 //! update reads the wrong value, and the correct twin is certified with its
 //! tail recognised and its hyper-parameters measured; the backward is
@@ -33,6 +33,7 @@ enum Bug {
 enum Tail {
     Sgd,
     Adam,
+    RmsProp,
 }
 
 fn step(bug: Bug, tail: Tail) -> String {
@@ -52,6 +53,13 @@ fn step(bug: Bug, tail: Tail) -> String {
                 [format!(", %{p}_m: {ty}"), format!(", %{p}_v: {ty}")]
             })
             .collect(),
+        Tail::RmsProp => ["W1", "b1", "W2", "b2"]
+            .iter()
+            .map(|p| {
+                let ty = if p.starts_with('W') { &nn } else { &n1 };
+                format!(", %{p}_v: {ty}")
+            })
+            .collect(),
     };
     s += &format!(
         "func.func public @step(%x: {bn}, %W1: {nn}, %b1: {n1}, %W2: {nn}, %b2: {n1}, %y: {bn}{states}) -> ("
@@ -59,6 +67,11 @@ fn step(bug: Bug, tail: Tail) -> String {
     let mut outs = vec![nn.clone(), n1.clone(), nn.clone(), n1.clone()];
     if tail == Tail::Adam {
         for ty in [&nn, &nn, &n1, &n1, &nn, &nn, &n1, &n1] {
+            outs.push(ty.to_string());
+        }
+    }
+    if tail == Tail::RmsProp {
+        for ty in [&nn, &n1, &nn, &n1] {
             outs.push(ty.to_string());
         }
     }
@@ -187,6 +200,31 @@ fn step(bug: Bug, tail: Tail) -> String {
                 state_rets.push(format!("%m2_{p}"));
                 state_rets.push(format!("%v2_{p}"));
             }
+            Tail::RmsProp => {
+                // optax's form: ε inside the root.
+                let k = |name: &str, x: f64| {
+                    format!("%{name}_{p} = stablehlo.constant dense<{x:e}> : {ty}")
+                };
+                line(k("rho", 0.9));
+                line(k("c", 0.1));
+                line(k("eps", 1e-8));
+                line(k("lr", 0.001));
+                line(format!(
+                    "%vo_{p} = stablehlo.multiply %{p}_v, %rho_{p} : {ty}"
+                ));
+                line(format!("%gg_{p} = stablehlo.multiply %g{p}, %g{p} : {ty}"));
+                line(format!(
+                    "%vg_{p} = stablehlo.multiply %gg_{p}, %c_{p} : {ty}"
+                ));
+                line(format!("%v2_{p} = stablehlo.add %vo_{p}, %vg_{p} : {ty}"));
+                line(format!("%ve_{p} = stablehlo.add %v2_{p}, %eps_{p} : {ty}"));
+                line(format!("%rs_{p} = stablehlo.rsqrt %ve_{p} : {ty}"));
+                line(format!("%r_{p} = stablehlo.multiply %g{p}, %rs_{p} : {ty}"));
+                line(format!(
+                    "%u_{p} = stablehlo.multiply %r_{p}, %lr_{p} : {ty}"
+                ));
+                state_rets.push(format!("%v2_{p}"));
+            }
         }
         line(format!("%new_{p} = stablehlo.subtract %{p}, %u_{p} : {ty}"));
         rets.push(format!("%new_{p}"));
@@ -262,10 +300,21 @@ fn a_correct_adam_step_is_certified_and_its_moments_measured() {
     );
 }
 
+#[test]
+fn a_correct_rmsprop_step_is_certified_and_its_epsilon_measured() {
+    let r = certify(&step(Bug::None, Tail::RmsProp));
+    assert_eq!(r.verdict, Verdict::Certified, "{:?}", r.verdict);
+    let tail = r.tail.recognised.as_deref().expect("RMSProp recognised");
+    assert!(
+        tail.starts_with("RMSProp, θ' = θ − lr·∇L/(√(v' + ε)), lr 1.000000e-3, ε 1.0e-8"),
+        "{tail}"
+    );
+}
+
 /// Each planted bug is refuted at the parameter whose update reads it.
 #[test]
 fn each_planted_backward_bug_is_refuted_at_its_parameter() {
-    for tail in [Tail::Sgd, Tail::Adam] {
+    for tail in [Tail::Sgd, Tail::Adam, Tail::RmsProp] {
         for (bug, param) in [
             (Bug::UntransposedW, "W1"),
             (Bug::MaskOnCotangent, "W1"),
