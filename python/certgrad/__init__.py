@@ -7,7 +7,8 @@
 
 and the CLI's commands as calls: `certgrad.run(text_or_path, *arrays)`,
 `certgrad.certify(net)`, `certgrad.render(net, optimizer=…)`,
-`certgrad.check_vjp(forward_text, backward_text)`.
+`certgrad.check_vjp(forward_text, backward_text)`; a train step with
+`certgrad.jax.certify_step(train_step, *args)`.
 
 This package is a thin layer over the `certgrad` binary that its wheel
 carries (built from the repository's Rust workspace by maturin); see

@@ -251,13 +251,32 @@ fn print_report(file: &str, text: &str, r: &FusedStepReport) {
         };
         println!("  scale: {what}");
     }
+    // Columns as wide as their longest entry (pytree paths are long).
+    let wn = r
+        .rows
+        .iter()
+        .map(|x| x.name.chars().count())
+        .max()
+        .unwrap_or(0)
+        .max(13);
+    let wt = r
+        .rows
+        .iter()
+        .map(|x| x.ty.to_string().len())
+        .max()
+        .unwrap_or(0)
+        .max(22);
     println!(
-        "  {:<4} {:<14} {:<22} {:<48} verdict",
-        "arg", "parameter", "type", "gradient read by the update"
+        "  {:<4} {:<w1$} {:<wt$} {:<48} verdict",
+        "arg",
+        "parameter",
+        "type",
+        "gradient read by the update",
+        w1 = wn + 1
     );
     for row in &r.rows {
         println!(
-            "  {:<4} %{:<13} {:<22} {:<48} {}",
+            "  {:<4} %{:<wn$} {:<wt$} {:<48} {}",
             row.arg,
             row.name,
             row.ty.to_string(),
