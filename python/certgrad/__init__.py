@@ -17,12 +17,13 @@ carries (built from the repository's Rust workspace by maturin); see
 
 from ._cli import CertgradError, binary
 from ._core import certify, check_vjp_text as check_vjp, render, run
-from .report import NetCertificate, Refutation, VjpReport
+from .report import NetCertificate, Refutation, StepReport, VjpReport
 
 __all__ = [
     "CertgradError",
     "NetCertificate",
     "Refutation",
+    "StepReport",
     "VjpReport",
     "binary",
     "certify",

@@ -38,7 +38,7 @@ import jax.numpy as jnp
 from jax import tree_util
 
 from . import _cli, _core
-from .report import InputResult, VjpReport
+from .report import InputResult, StepReport, VjpReport
 
 
 def _is_rule(f: Any) -> Any:
@@ -354,42 +354,6 @@ def check_grad(
 
 
 # ------------------------------------------------------------ train steps
-class StepReport:
-    """`certgrad certify-step` on an exported train step: `verdict`
-    ("certified", "refuted", "undecided"), `detail`, `rows` (one dict per
-    parameter: name, type, gradient_line, gradient_op, status), `tail` (the
-    recognised optimizer, or None with `tail_note`), `scale` (κ: the update
-    reads κ·∂loss/∂θ), `localisation` (where a refuted gradient's backward
-    first goes wrong), `table` (the binary's printed report) and `text` (the
-    exported step)."""
-
-    def __init__(self, doc: dict, table: str, text: str):
-        self.doc = doc
-        self.verdict: str = doc["verdict"]
-        self.detail: str = doc["detail"]
-        self.rows: list[dict] = doc["parameters"]
-        self.tail: str | None = doc["tail"]
-        self.tail_note: str = doc["tail_note"]
-        self.scale: float | None = doc["scale"]
-        self.localisation: dict | None = doc.get("localisation")
-        self.table = table
-        self.text = text
-
-    @property
-    def certified(self) -> bool:
-        return self.verdict == "certified"
-
-    @property
-    def refuted(self) -> bool:
-        return self.verdict == "refuted"
-
-    def __str__(self) -> str:
-        return self.table
-
-    def __repr__(self) -> str:
-        return f"<StepReport {self.verdict}: {len(self.rows)} parameters, tail {self.tail or self.tail_note!r}>"
-
-
 def _with_arg_names(text: str, names: list[str]) -> str:
     """The exported text with `jax.arg_info = "<pytree path>"` on each
     argument of @main, so the report names parameters as the user does."""

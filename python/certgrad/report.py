@@ -155,8 +155,22 @@ class Coverage:
     never_taken: list[str]
 
 
+class _Verdict:
+    """`certified` / `refuted` read from a report's `verdict` string."""
+
+    verdict: str
+
+    @property
+    def certified(self) -> bool:
+        return self.verdict == "certified"
+
+    @property
+    def refuted(self) -> bool:
+        return self.verdict == "refuted"
+
+
 @dataclass
-class VjpReport:
+class VjpReport(_Verdict):
     """What the certifier found for one (forward, backward) pair.
 
     `verdict` is "certified", "refuted" or "undecided"; `inputs` has one row
@@ -192,14 +206,6 @@ class VjpReport:
     notes: list[str] = field(default_factory=list)
     forward_text: str | None = field(default=None, repr=False)
     backward_text: str | None = field(default=None, repr=False)
-
-    @property
-    def certified(self) -> bool:
-        return self.verdict == "certified"
-
-    @property
-    def refuted(self) -> bool:
-        return self.verdict == "refuted"
 
     def __bool__(self) -> bool:  # `assert report` reads as "certified"
         return self.certified
@@ -444,3 +450,31 @@ class NetCertificate:
             lines.append(f"  branch coverage: {untaken} of {len(self.parameters.coverage)} sites left an outcome untaken")
         lines.append(f"  ({self.seconds:.1f} s)>")
         return "\n".join(lines)
+
+
+class StepReport(_Verdict):
+    """`certgrad certify-step` on an exported train step: `verdict`
+    ("certified", "refuted", "undecided"), `detail`, `rows` (one dict per
+    parameter: name, type, gradient_line, gradient_op, status), `tail` (the
+    recognised optimizer, or None with `tail_note`), `scale` (κ: the update
+    reads κ·∂loss/∂θ), `localisation` (where a refuted gradient's backward
+    first goes wrong), `table` (the binary's printed report) and `text` (the
+    exported step)."""
+
+    def __init__(self, doc: dict, table: str, text: str):
+        self.doc = doc
+        self.verdict = doc["verdict"]
+        self.detail: str = doc["detail"]
+        self.rows: list[dict] = doc["parameters"]
+        self.tail: str | None = doc["tail"]
+        self.tail_note: str = doc["tail_note"]
+        self.scale: float | None = doc["scale"]
+        self.localisation: dict | None = doc.get("localisation")
+        self.table = table
+        self.text = text
+
+    def __str__(self) -> str:
+        return self.table
+
+    def __repr__(self) -> str:
+        return f"<StepReport {self.verdict}: {len(self.rows)} parameters, tail {self.tail or self.tail_note!r}>"

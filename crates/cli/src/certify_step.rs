@@ -104,6 +104,12 @@ pub fn certify_step(a: &CertifyStepArgs) -> Result<()> {
     }
 }
 
+/// κ is 1 up to the f32 rounding of the text's constants (a 1/N or a 0.1
+/// stored as f32 is off by up to 6e-8 relative).
+fn is_one(k: f64) -> bool {
+    (k - 1.0).abs() < 1e-6
+}
+
 fn role_word(r: &ArgRole) -> String {
     match r {
         ArgRole::Param { output } => format!("parameter → result {output}"),
@@ -240,7 +246,7 @@ fn print_report(file: &str, text: &str, r: &FusedStepReport) {
         r.probes
     );
     if let Some(k) = r.scale {
-        let what = if (k - 1.0).abs() < 1e-9 {
+        let what = if is_one(k) {
             "the update reads ∂loss/∂θ itself".to_string()
         } else {
             format!(
@@ -319,7 +325,7 @@ fn print_report(file: &str, text: &str, r: &FusedStepReport) {
                 r.roles.loss, r.roles.results[r.roles.loss].name
             );
             let of = match r.scale {
-                Some(k) if (k - 1.0).abs() >= 1e-9 => {
+                Some(k) if !is_one(k) => {
                     format!("{k:.6e} × {loss}, not of the loss itself")
                 }
                 _ => loss,

@@ -137,7 +137,9 @@ pub fn inline_all_calls(module: &Module, f: &Func) -> Option<Func> {
     Some(out)
 }
 
-fn max_id(b: &Block, m: &mut u32) {
+/// Raise `m` to one past the largest value id in `b` (regions included):
+/// `m` is then an id no value of the block uses.
+pub fn max_id(b: &Block, m: &mut u32) {
     for (v, _) in &b.args {
         *m = (*m).max(v.0 + 1);
     }

@@ -52,19 +52,6 @@ enum Status {
 
 /// The loss slice with every use of `a` replaced by a new last argument.
 fn cut_at(loss_fn: &Func, a: ValueId, ty: &TensorType) -> Func {
-    fn max_id(b: &Block, m: &mut u32) {
-        for (v, _) in &b.args {
-            *m = (*m).max(v.0);
-        }
-        for op in &b.ops {
-            for r in &op.regions {
-                max_id(r, m);
-            }
-            for (v, _) in &op.results {
-                *m = (*m).max(v.0);
-            }
-        }
-    }
     fn replace(b: &mut Block, a: ValueId, x: ValueId) {
         for op in b.ops.iter_mut() {
             for o in op.operands.iter_mut() {
@@ -79,8 +66,8 @@ fn cut_at(loss_fn: &Func, a: ValueId, ty: &TensorType) -> Func {
     }
     let mut h = loss_fn.clone();
     let mut m = 0;
-    max_id(&h.body, &mut m);
-    let x = ValueId(m + 1);
+    ir::passes::max_id(&h.body, &mut m);
+    let x = ValueId(m);
     replace(&mut h.body, a, x);
     h.params.push(Param {
         value: x,

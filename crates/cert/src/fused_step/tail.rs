@@ -4,7 +4,8 @@
 //! over every parameter at once (one learning rate for all) and the tail is
 //! recognised only when the fit is exact to f64 rounding. The forms:
 //! - SGD: θ' − θ = −lr·∇L, with decoupled weight decay − lr·wd·θ;
-//! - a state s carried beside θ (heavy ball, Nesterov): s' = μ·s + c·∇L, then
+//! - a state s carried beside θ (heavy ball, Nesterov): s' = μ·s + c·∇L
+//!   (+ d·θ: weight decay coupled into the momentum), then
 //!   θ' − θ = −lr·s' or −lr·(∇L + μ·s');
 //! - one second-moment state (RMSProp): v' = ρ·v + c·∇L², then
 //!   θ' − θ = −lr·∇L/(√v' + ε) or −lr·∇L/√(v' + ε), fitted through its
@@ -204,12 +205,25 @@ pub(crate) fn fit(
         let tgt: Vec<&[f64]> = states.iter().map(|s| new_state(s[k])).collect();
         let old: Vec<&[f64]> = states.iter().map(|s| old_state(s[k])).collect();
         let mut best: Option<(String, f64)> = None;
-        for (label, feat) in [("∇L", &grad), ("∇L²", &sq_ref)] {
-            if let Some((c, r)) = least_squares(&tgt, &[old.clone(), feat.clone()]) {
-                if r <= EXACT {
-                    best = Some((format!("s' = {:.6}·s + {:.6e}·{label}", c[0], c[1]), r));
-                    decay_rates.push(c[0]);
-                    break;
+        // Without, then with coupled weight decay (an L2 term wd·θ added to
+        // the gradient before the momentum).
+        'forms: for coupled in [false, true] {
+            for (label, feat) in [("∇L", &grad), ("∇L²", &sq_ref)] {
+                let mut features = vec![old.clone(), feat.clone()];
+                if coupled {
+                    features.push(theta.clone());
+                }
+                if let Some((c, r)) = least_squares(&tgt, &features) {
+                    if r <= EXACT {
+                        let l2 = if coupled {
+                            format!(" + {:.6e}·θ", c[2])
+                        } else {
+                            String::new()
+                        };
+                        best = Some((format!("s' = {:.6}·s + {:.6e}·{label}{l2}", c[0], c[1]), r));
+                        decay_rates.push(c[0]);
+                        break 'forms;
+                    }
                 }
             }
         }
