@@ -177,7 +177,12 @@ pub(crate) fn fit(
     if n_states == 0 && uniform {
         if let Some((c, r)) = least_squares(&target, &[grad.clone(), theta.clone()]) {
             if r <= EXACT {
-                report.recognised = Some(format!("SGD, lr {:.6e}{}", -c[0], decay(c[1])));
+                report.recognised = Some(format!(
+                    "SGD, lr {:.6e}{}{}",
+                    -c[0],
+                    argument_holding(roles, point, -c[0]),
+                    decay(c[1])
+                ));
                 report.residual = r;
                 return report;
             }
@@ -244,8 +249,9 @@ pub(crate) fn fit(
         if let Some((c, r)) = least_squares(&target, &[s1.clone(), theta.clone()]) {
             if r <= EXACT {
                 report.recognised = Some(format!(
-                    "heavy-ball momentum, lr {:.6e}{}",
+                    "heavy-ball momentum, lr {:.6e}{}{}",
                     -c[0],
+                    argument_holding(roles, point, -c[0]),
                     decay(c[1])
                 ));
                 report.residual = r;
@@ -255,8 +261,9 @@ pub(crate) fn fit(
         if let Some((c, r)) = least_squares(&target, &[grad.clone(), s1.clone(), theta.clone()]) {
             if r <= EXACT {
                 report.recognised = Some(format!(
-                    "Nesterov momentum, lr {:.6e}, μ {:.6}{}",
+                    "Nesterov momentum, lr {:.6e}{}, μ {:.6}{}",
                     -c[0],
+                    argument_holding(roles, point, -c[0]),
                     c[1] / c[0],
                     decay(c[2])
                 ));
@@ -310,8 +317,9 @@ pub(crate) fn fit(
             if let Some((c, r)) = least_squares(&target, &[refs(&f1), theta.clone()]) {
                 if r <= EXACT && eps.is_finite() {
                     report.recognised = Some(format!(
-                        "RMSProp, θ' = θ − lr·∇L/({form}), lr {:.6e}, ε {eps:.1e}{}",
+                        "RMSProp, θ' = θ − lr·∇L/({form}), lr {:.6e}{}, ε {eps:.1e}{}",
                         -c[0],
+                        argument_holding(roles, point, -c[0]),
                         decay(c[1])
                     ));
                     report.residual = r;
@@ -392,4 +400,23 @@ fn bias_corrected(
 
 fn refs(f: &[Vec<f64>]) -> Vec<&[f64]> {
     f.iter().map(|v| v.as_slice()).collect()
+}
+
+/// ` (the argument %lr)` when a one-element float hyper-parameter argument
+/// holds `x` at the point (a learning rate passed in, not a constant).
+fn argument_holding(roles: &Roles, point: &[Value<f64>], x: f64) -> String {
+    roles
+        .args
+        .iter()
+        .enumerate()
+        .find(|(i, a)| {
+            a.role == ArgRole::Hyper
+                && a.ty.num_elements() == 1
+                && point[*i]
+                    .as_float()
+                    .is_some_and(|t| (t.data[0] - x).abs() <= 1e-9 * x.abs())
+        })
+        .map_or(String::new(), |(_, a)| {
+            format!(" (the argument %{})", a.name)
+        })
 }
