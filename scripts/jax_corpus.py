@@ -21,7 +21,8 @@ Owns the corpus and its five checks per program:
   step-bug  one planted bug in the step's backward: the first mutation, from
             the top of the step, after which XLA shows every one-element output
             (loss, accuracy) unchanged and some update changed;
-            `certgrad certify-step` must REFUTE it (exit 1)
+            `certgrad certify-step` must REFUTE it (exit 1); whether its
+            localisation names the planted line is counted and reported
 One line per program and check with its time, then the totals; exit 1 when a
 check fails (a certgrad error counts as a failure: these are the programs a JAX
 user brings).
@@ -511,6 +512,8 @@ def main():
     ap.add_argument("--only", nargs="*", default=[])
     args = ap.parse_args()
     counts = {"run": [0, 0], "vjp": [0, 0], "bug": [0, 0], "step": [0, 0], "step-bug": [0, 0]}
+    # Planted step bugs whose localisation names the planted line (reported, not gating).
+    located = [0, 0]
     for prog in programs():
         if args.only and prog["name"] not in args.only:
             continue
@@ -568,8 +571,12 @@ def main():
             counts["step-bug"][0 if ok else 1] += 1
             last = verdict_line(msg) or str(rc)
             where = [l.strip() for l in msg.splitlines() if l.startswith("  backward:")]
+            planted_line = int(what.split(":")[0].split()[-1])
+            hit = any(f"step_bug.mlir:{planted_line}:" in l for l in where)
+            located[0 if hit else 1] += 1
             if where:
-                last += "\n      " + where[0]
+                last += "\n      " + where[0] + f"\n      localised {'at' if hit else 'away from'} the planted line {planted_line}"
+
             print(f"{'PASS' if ok else 'FAIL'} step-bug {name:<24} {secs:6.1f}s  ({what}) {last}", flush=True)
         # bug
         planted = plant_bug(bwd_text, lleaves)
@@ -586,6 +593,7 @@ def main():
         last = msg.splitlines()[-1][:120] if msg else str(rc)
         print(f"{'PASS' if ok else 'FAIL'} bug  {name:<28} {secs:6.1f}s  ({what}) {last}", flush=True)
     print("\njax corpus: " + ", ".join(f"{k} {v[0]} passed / {v[1]} failed" for k, v in counts.items()))
+    print(f"jax corpus: certify-step localised {located[0]} of {sum(located)} planted step bugs at the planted line")
     return 1 if any(v[1] for v in counts.values()) else 0
 
 

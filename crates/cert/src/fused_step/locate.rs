@@ -4,10 +4,13 @@
 //! same type: a backward value c is the cotangent of a forward value a when
 //! ⟨c, u⟩ = κ·∂loss/∂a·u for random u, the derivative taken by dual numbers
 //! through the loss's slice cut at a (a becomes an argument carrying the
-//! tangent u; nothing else carries one). The first op to blame is the first
+//! tangent u; nothing else carries one). The op to blame computes the first
 //! backward value (in text order) that is no cotangent (or one with another
-//! scale), whose nearest backward inputs are tied cotangents, and after which
-//! no value on the way to the gradient is tied again.
+//! scale), whose nearest backward inputs are tied cotangents (or that has
+//! none and every wrong gradient is computed from it: a residual such as
+//! JAX's 1 − σ, computed by the forward for one layer's backward, is not
+//! blamed for the others), and after which no value on the way to the
+//! gradient is tied again.
 
 use super::graph::{Def, Graph};
 use super::{abs_dot, dot, module_with, returning, site, Oracle, Site};
@@ -90,6 +93,8 @@ pub(crate) struct Inputs<'a> {
     pub loss: ValueId,
     pub point: &'a [Value<f64>],
     pub kappa: Option<f64>,
+    /// The gradient values of every refuted parameter.
+    pub wrong_gradients: Vec<ValueId>,
     pub tolerance: f64,
     /// At most this many dual-number probes.
     pub budget: usize,
@@ -272,6 +277,24 @@ pub(crate) fn locate(
         Some(s)
     };
     let ty_acts = |i: usize| &activations[&g.ty[&cands[i]]];
+    // What every wrong gradient is computed from.
+    let feeds_every_wrong_gradient = |c: ValueId| {
+        inp.wrong_gradients.iter().all(|&w| {
+            let mut seen = HashSet::new();
+            let mut stack = vec![w];
+            while let Some(v) = stack.pop() {
+                if v == c {
+                    return true;
+                }
+                if seen.insert(v) {
+                    if let Some(k) = op_index(&v) {
+                        stack.extend(g.reads[k].iter().copied());
+                    }
+                }
+            }
+            false
+        })
+    };
     for i in 0..cands.len() {
         let s = status_of(i, rng, &mut probes)?;
         if matches!(s, Status::Tied(_)) {
@@ -282,7 +305,10 @@ pub(crate) fn locate(
         for &u in ups {
             ups_tied &= matches!(status_of(u, rng, &mut probes)?, Status::Tied(_));
         }
-        if !ups_tied || (ups.is_empty() && !matches!(s, Status::Scaled(..))) {
+        // With no backward inputs (the backward's first values, read from
+        // the forward alone: the loss's own cotangent, or a residual) it is
+        // to blame only if every wrong gradient is computed from it.
+        if !ups_tied || (ups.is_empty() && !feeds_every_wrong_gradient(cands[i])) {
             continue;
         }
         // Nothing after it on the way to the gradient is right again.

@@ -711,6 +711,10 @@ pub fn certify_fused_step(
             loss: g.returned[roles.loss],
             point: &point,
             kappa,
+            wrong_gradients: (0..rows.len())
+                .filter(|&w| matches!(rows[w].status, RowStatus::Wrong(_)))
+                .filter_map(|w| grad_of[w])
+                .collect(),
             tolerance: opts.tolerance,
             budget: LOCATE_PROBES,
         };
