@@ -44,6 +44,9 @@ pub struct FusedStepOptions {
     /// Told each phase as it starts, with the seconds spent so far (long
     /// steps take minutes).
     pub progress: Option<fn(&str)>,
+    /// Independent evaluations run side by side only while their estimated
+    /// live bytes fit in this together.
+    pub memory_budget: u64,
 }
 
 impl Default for FusedStepOptions {
@@ -55,6 +58,7 @@ impl Default for FusedStepOptions {
             inputs: None,
             hints: RoleHints::default(),
             progress: None,
+            memory_budget: 4 << 30,
         }
     }
 }
@@ -320,7 +324,16 @@ impl Oracle<'_> {
     /// L(x+εw) + L(x−εw) − 2L(x) is first order in ε for almost every w,
     /// where the tied branches agree it is second order. The test
     /// `check-vjp` applies per output, on the one loss.
-    fn ties_are_flat(&self, params: &[(usize, usize)], rng: &mut Rng) -> Result<bool, String> {
+    fn ties_are_flat(
+        &self,
+        params: &[(usize, usize)],
+        rng: &mut Rng,
+        budget: u64,
+    ) -> Result<bool, String> {
+        // Second order in ε where the tied branches agree.
+        let flat = |z: f64, p: f64, m: f64| {
+            (p + m - 2.0 * z).abs() <= 1e-3 * (p - m).abs() + 8.0 * f64::EPSILON * z.abs()
+        };
         let xmax = params
             .iter()
             .flat_map(|(a, _)| {
@@ -336,12 +349,30 @@ impl Oracle<'_> {
             .map(|&(a, n)| (a, (0..n).map(|_| rng.signed_unit()).collect()))
             .collect();
         let eps = 1e-9 * xmax;
-        let (z, p, m) = (
-            self.loss_at(&w, 0.0)?,
-            self.loss_at(&w, eps)?,
-            self.loss_at(&w, -eps)?,
-        );
-        Ok((p + m - 2.0 * z).abs() <= 1e-3 * (p - m).abs() + 8.0 * f64::EPSILON * z.abs())
+        // Three independent evaluations, side by side when they fit.
+        let peak =
+            ir::limits::peak_live_bytes(&self.module, &self.func, Some(8)).map_or(0, |p| p.bytes);
+        if 3 * peak > budget as u128 {
+            let (z, p, m) = (
+                self.loss_at(&w, 0.0)?,
+                self.loss_at(&w, eps)?,
+                self.loss_at(&w, -eps)?,
+            );
+            return Ok(flat(z, p, m));
+        }
+        let (z, p, m) = std::thread::scope(|sc| {
+            let w = &w;
+            let hp = sc.spawn(move || self.loss_at(w, eps));
+            let hm = sc.spawn(move || self.loss_at(w, -eps));
+            let z = self.loss_at(w, 0.0);
+            let join = |h: std::thread::ScopedJoinHandle<'_, Result<f64, String>>| {
+                h.join()
+                    .unwrap_or_else(|_| Err("an evaluation panicked".into()))
+            };
+            (z, join(hp), join(hm))
+        });
+        let (z, p, m) = (z?, p?, m?);
+        Ok(flat(z, p, m))
     }
 }
 
@@ -514,17 +545,47 @@ pub fn certify_fused_step(
     let mut kappa: Option<f64> = None;
     let mut worst = 0.0f64;
     let mut joint_ok = !tied.is_empty();
-    for p in 0..opts.probes.max(2) {
+    // The joint probes are independent: they run side by side, as many at
+    // once as there are cores (each a single-threaded dual evaluation).
+    let n_probes = opts.probes.max(2);
+    let directions: Vec<Vec<(usize, Vec<f64>)>> = (0..n_probes)
+        .map(|_| {
+            tied.iter()
+                .map(|&r| (rows[r].arg, dir(rows[r].ty.num_elements() as usize)))
+                .collect()
+        })
+        .collect();
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    // Side by side only while their peaks fit the memory budget together
+    // (a dual number holds two f64).
+    let peak =
+        ir::limits::peak_live_bytes(&oracle.module, &oracle.func, Some(16)).map_or(0, |p| p.bytes);
+    let fit = (opts.memory_budget as u128 / peak.max(1)).max(1) as usize;
+    let side_by_side = cores.min(fit).max(1);
+    tell(&format!(
+        "each dual evaluation holds up to {} live: {side_by_side} at once",
+        ir::limits::human_bytes(peak)
+    ));
+    let mut probed = Vec::with_capacity(n_probes);
+    for batch in directions.chunks(side_by_side) {
         tell(&format!(
-            "joint probe {} of {}: the loss's forward over dual numbers",
-            p + 1,
-            opts.probes.max(2)
+            "joint probe(s) {}–{} of {n_probes}: the loss's forward over dual numbers",
+            probed.len() + 1,
+            probed.len() + batch.len()
         ));
-        let v: Vec<(usize, Vec<f64>)> = tied
-            .iter()
-            .map(|&r| (rows[r].arg, dir(rows[r].ty.num_elements() as usize)))
-            .collect();
-        let (l, s, m) = match oracle.probe(&v) {
+        let oracle = &oracle;
+        probed.extend(std::thread::scope(|sc| {
+            let hs: Vec<_> = batch
+                .iter()
+                .map(|v| sc.spawn(move || oracle.probe(v)))
+                .collect();
+            hs.into_iter()
+                .map(|h| h.join().unwrap_or_else(|_| Err("a probe panicked".into())))
+                .collect::<Vec<_>>()
+        }));
+    }
+    for (p, (v, outcome)) in directions.iter().zip(probed).enumerate() {
+        let (l, s, m) = match outcome {
             Ok(x) => x,
             Err(e) => {
                 return Ok(undecided(
@@ -544,14 +605,10 @@ pub fn certify_fused_step(
         if !l.is_finite() || !s.is_finite() {
             return Ok(undecided(func, roles, rows, given_point, phases, format!("the loss or its derivative is not finite at the point (loss {l}, ∂loss·v {s}); give another point with --inputs or --seed")));
         }
-        let claimed: f64 = tied
-            .iter()
-            .zip(&v)
-            .map(|(&r, (_, d))| dot(gval(r), d))
-            .sum();
+        let claimed: f64 = tied.iter().zip(v).map(|(&r, (_, d))| dot(gval(r), d)).sum();
         let terms: f64 = tied
             .iter()
-            .zip(&v)
+            .zip(v)
             .map(|(&r, (_, d))| abs_dot(gval(r), d))
             .sum();
         if !claimed.is_finite() {
@@ -666,7 +723,9 @@ pub fn certify_fused_step(
             .iter()
             .map(|r| (r.arg, r.ty.num_elements() as usize))
             .collect();
-        oracle.ties_are_flat(&ps, &mut rng).unwrap_or(false)
+        oracle
+            .ties_are_flat(&ps, &mut rng, opts.memory_budget)
+            .unwrap_or(false)
     };
     phases.push(("gradient ties (dual f64)", t2.elapsed().as_secs_f64()));
 
