@@ -432,19 +432,26 @@ def plant_bug(bwd_text, lleaves):
              for l in lleaves] + [np.float32(1.0)]
     truth = xla_run_text(bwd_text, point)
     lines = bwd_text.split("\n")
-    for i in range(len(lines) - 1, -1, -1):
+    for i, old, new, mutant in mutants(lines, range(len(lines) - 1, -1, -1)):
+        try:
+            got = xla_run_text(mutant, point)
+        except Exception:
+            continue
+        if any(errors(g, t)[0] > 1e-3 for g, t in zip(got, truth)):
+            return mutant, f"line {i + 1}: {old} → {new}"
+    return None
+
+
+def mutants(lines, order, constants=True):
+    """(line index, old op, new op, mutated text) for every binary op of
+    MUTATIONS on the lines in `order`; `constants=False` skips ops whose two
+    operands are constants."""
+    for i in order:
         for old, new in MUTATIONS:
             m = re.match(rf"^(\s*%\S+ = )stablehlo\.{old} (%[^,]+, %[^ ]+ : tensor<[^>]*>)$", lines[i])
-            if not m:
+            if not m or (not constants and re.match(r"%cst\S*, %cst", m.group(2))):
                 continue
-            mutant = "\n".join(lines[:i] + [f"{m.group(1)}stablehlo.{new} {m.group(2)}"] + lines[i + 1:])
-            try:
-                got = xla_run_text(mutant, point)
-            except Exception:
-                continue
-            if any(errors(g, t)[0] > 1e-3 for g, t in zip(got, truth)):
-                return mutant, f"line {i + 1}: {old} → {new}"
-    return None
+            yield i, old, new, "\n".join(lines[:i] + [f"{m.group(1)}stablehlo.{new} {m.group(2)}"] + lines[i + 1:])
 
 
 def plant_step_bug(step_text, leaves):
@@ -468,25 +475,18 @@ def plant_step_bug(step_text, leaves):
             if k < len(scalar) and scalar[k] and re.match(rf"^\s*{re.escape(n)} = ", lines[i])]
     if defs:
         start = min(defs) + 1
-    for i, line in enumerate(lines):
-        if i < start:
+    # Constant-folded scalars (1/N) scale every gradient alike: a real bug,
+    # reported as the scale κ, not as a wrong parameter; not planted here.
+    for i, old, new, mutant in mutants(lines, range(start, len(lines)), constants=False):
+        try:
+            got = xla_run_text(mutant, point)
+        except Exception:
             continue
-        for old, new in MUTATIONS:
-            m = re.match(rf"^(\s*%\S+ = )stablehlo\.{old} (%[^,]+, %[^ ]+ : tensor<[^>]*>)$", line)
-            # Constant-folded scalars (1/N) scale every gradient alike: a
-            # real bug, reported as the scale κ, not as a wrong parameter.
-            if not m or re.match(r"%cst\S*, %cst", m.group(2)):
-                continue
-            mutant = "\n".join(lines[:i] + [f"{m.group(1)}stablehlo.{new} {m.group(2)}"] + lines[i + 1:])
-            try:
-                got = xla_run_text(mutant, point)
-            except Exception:
-                continue
-            errs = [errors(g, t)[0] if t.dtype.kind == "f" else float(not np.array_equal(g, t))
-                    for g, t in zip(got, truth)]
-            if all(e <= 1e-6 for e, s in zip(errs, scalar) if s) and \
-                    any(e > 1e-3 for e, s in zip(errs, scalar) if not s):
-                return mutant, f"line {i + 1}: {old} → {new}"
+        errs = [errors(g, t)[0] if t.dtype.kind == "f" else float(not np.array_equal(g, t))
+                for g, t in zip(got, truth)]
+        if all(e <= 1e-6 for e, s in zip(errs, scalar) if s) and \
+                any(e > 1e-3 for e, s in zip(errs, scalar) if not s):
+            return mutant, f"line {i + 1}: {old} → {new}"
     return None
 
 

@@ -747,7 +747,7 @@ pub fn certify_fused_step(
                     grad: gval(r).iter().map(|x| x / k).collect(),
                 })
                 .collect();
-            tail::fit(&roles, &g, &data, &grads, &point, &outs[..nres], &params)
+            tail::fit(&roles, &g, &point, &outs[..nres], &params)
         }
         _ => TailReport::not_checked("the gradients are not all tied"),
     };

@@ -20,7 +20,6 @@
 use super::graph::Graph;
 use super::roles::{ArgRole, Roles};
 use den::Value;
-use ir::ValueId;
 
 /// One parameter at the point: θ, θ' and ∇L (the tied gradient over κ).
 pub(crate) struct ParamAtPoint {
@@ -129,8 +128,6 @@ fn floats(v: &Value<f64>) -> &[f64] {
 pub(crate) fn fit(
     roles: &Roles,
     g: &Graph,
-    _data: &[usize],
-    _grads: &[ValueId],
     point: &[Value<f64>],
     outs: &[Value<f64>],
     params: &[ParamAtPoint],
