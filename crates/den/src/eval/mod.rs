@@ -372,6 +372,7 @@ impl<'m> Interp<'m> {
                     m.min = d.min;
                     m.argmin = d.argmin;
                 }
+                m.near = m.near.min(d.near);
                 m.ties += d.ties;
                 m.decisions += d.decisions;
                 if m.outcomes.len() < d.outcomes.len() {
@@ -390,6 +391,7 @@ impl<'m> Interp<'m> {
                     line: op.loc.line(),
                     min: d.min,
                     argmin: d.argmin,
+                    near: d.near,
                     ties: d.ties,
                     decisions: d.decisions,
                     outcomes: d.outcomes.clone(),

@@ -21,6 +21,10 @@ pub struct Margin {
     /// Flat index in the op's result (for windows: the output position) of
     /// the first decision with the smallest margin.
     pub argmin: usize,
+    /// The smallest margin that is not 0: a near tie, which f32 rounding of
+    /// the compared values can break either way (an exact tie is broken by
+    /// the op's own rule, the same in every precision). ∞ when none.
+    pub near: f64,
     /// Decisions taken with margin exactly 0.
     pub ties: usize,
     pub decisions: usize,
@@ -129,6 +133,7 @@ impl From<NotExact> for Fail {
 pub(crate) struct Decisions {
     pub(crate) min: f64,
     pub(crate) argmin: usize,
+    pub(crate) near: f64,
     pub(crate) ties: usize,
     pub(crate) decisions: usize,
     pub(crate) outcomes: Vec<usize>,
@@ -139,6 +144,7 @@ impl Decisions {
         Decisions {
             min: f64::INFINITY,
             argmin: 0,
+            near: f64::INFINITY,
             ties: 0,
             decisions: 0,
             outcomes: Vec::new(),
@@ -160,6 +166,8 @@ impl Decisions {
         self.decisions += 1;
         if gap == 0.0 {
             self.ties += 1;
+        } else {
+            self.near = self.near.min(gap);
         }
         if gap < self.min {
             self.min = gap;
