@@ -252,6 +252,12 @@ struct RunArgs {
     /// --generic). Native engine only.
     #[arg(long, value_name = "REWRITE")]
     without_rewrite: Vec<String>,
+    /// Run R replicas of a data-parallel function (its all_reduce sums over
+    /// them). --inputs then holds R × (arguments) files, replica 0's
+    /// arguments first, or one set that every replica takes; the outputs go
+    /// to OUT/replica_0/, OUT/replica_1/, …
+    #[arg(long, value_name = "R", default_value_t = 1)]
+    replicas: usize,
 }
 
 /// An error that has already been reported in full; exit with this status.
@@ -515,27 +521,67 @@ fn run(a: &RunArgs, engine: &engines::select::EngineOptions) -> Result<()> {
             )
         })?,
     };
-    if inputs.len() != f.params.len() {
-        bail!("{}", validate::arity_message(file, f, inputs.len()));
+    let n = f.params.len();
+    let replicas = a.replicas;
+    if replicas == 0 {
+        bail!("--replicas must be at least 1");
     }
-    let mut values = Vec::with_capacity(inputs.len());
-    for (i, (path, p)) in inputs.iter().zip(&f.params).enumerate() {
-        values.push(engines::npy::read_argument::<den::Ieee>(path, i, &p.ty)?);
+    if replicas > 1 && a.margins.is_some() {
+        bail!("--margins evaluates one replica; it does not combine with --replicas");
     }
-    let margin_inputs = a.margins.map(|_| values.clone());
-    let result = run_engine::execute(&module, &f.name, values, engine, a.generic, a.repeat)
+    let shared = inputs.len() == n;
+    let s = if n == 1 { "" } else { "s" };
+    if !shared && (replicas == 1 || inputs.len() != n * replicas) {
+        match replicas {
+            1 => bail!("{}", validate::arity_message(file, f, inputs.len())),
+            r => bail!(
+                "{}: @{} takes {n} argument{s} per replica: give {n} file{s} (every \
+                 replica takes them) or {} ({r} replicas × {n}, replica 0's first), not {}",
+                file.display(),
+                f.name,
+                n * r,
+                inputs.len()
+            ),
+        }
+    }
+    let mut per_replica = Vec::with_capacity(replicas);
+    for r in 0..replicas {
+        let files = if shared {
+            inputs
+        } else {
+            &inputs[r * n..(r + 1) * n]
+        };
+        let mut values = Vec::with_capacity(n);
+        for (i, (path, p)) in files.iter().zip(&f.params).enumerate() {
+            values.push(engines::npy::read_argument::<den::Ieee>(path, i, &p.ty)?);
+        }
+        per_replica.push(values);
+    }
+    let margin_inputs = a.margins.map(|_| per_replica[0].clone());
+    let result = run_engine::execute(&module, &f.name, per_replica, engine, a.generic, a.repeat)
         .map_err(|e| anyhow::anyhow!("{}: {e:#}", file.display()))?;
-    std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
-    for (i, v) in result.outputs.iter().enumerate() {
-        engines::npy::write_value(&out.join(format!("out_{i}.npy")), v)?;
+    for (r, outputs) in result.outputs.iter().enumerate() {
+        let dir = match replicas {
+            1 => out.clone(),
+            _ => out.join(format!("replica_{r}")),
+        };
+        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        for (i, v) in outputs.iter().enumerate() {
+            engines::npy::write_value(&dir.join(format!("out_{i}.npy")), v)?;
+        }
     }
     let mut times = result.run_seconds.clone();
     times.sort_by(f64::total_cmp);
+    let outputs = result.outputs[0].len();
     println!(
-        "@{}: {} output{} written to {} (evaluated in {:.1} ms{}; {}, prepared in {:.2} s)",
+        "@{}: {} output{}{} written to {} (evaluated in {:.1} ms{}; {}, prepared in {:.2} s)",
         f.name,
-        result.outputs.len(),
-        if result.outputs.len() == 1 { "" } else { "s" },
+        outputs,
+        if outputs == 1 { "" } else { "s" },
+        match replicas {
+            1 => String::new(),
+            r => format!(" × {r} replicas"),
+        },
         out.display(),
         result.run_seconds[0] * 1e3,
         if times.len() > 1 {
@@ -557,8 +603,8 @@ fn run(a: &RunArgs, engine: &engines::select::EngineOptions) -> Result<()> {
     Ok(())
 }
 
-/// The `n` smallest decision margins of `func` evaluated in float64 at
-/// `values`: where an f32 engine's rounding (about 1e-7 of the values
+/// The `n` smallest non-zero decision margins of `func` evaluated in
+/// float64 at `values`: where an f32 engine's rounding (about 1e-7 of the values
 /// involved per op) can take the other branch, so two engines' outputs may
 /// differ by a whole subgradient rather than by rounding.
 fn print_margins(
@@ -576,23 +622,26 @@ fn print_margins(
     let t0 = std::time::Instant::now();
     let ev = den::eval::eval_func::<f64>(module, func, inputs, &opts)
         .map_err(|e| anyhow::anyhow!("float64 evaluation: {e}"))?;
+    // Sorted by the nearest tie that is not exact: an exact tie (equal
+    // values, e.g. zeros a pool's backward scattered) is broken by the op's
+    // rule in every precision; a gap of a few roundings is not.
     let mut margins = ev.margins;
-    margins.sort_by(|x, y| x.min.total_cmp(&y.min));
+    margins.sort_by(|x, y| x.near.total_cmp(&y.near));
     println!(
         "smallest decision margins in float64 ({} deciding ops, {:.1} s):",
         margins.len(),
         t0.elapsed().as_secs_f64()
     );
     println!(
-        "  {:>6}  {:<28} {:>12} {:>10} {:>6}",
-        "line", "op", "margin", "decisions", "ties"
+        "  {:>6}  {:<28} {:>12} {:>10} {:>12}",
+        "line", "op", "near tie", "decisions", "exact ties"
     );
     for m in margins.iter().take(n) {
         println!(
-            "  {:>6}  {:<28} {:>12.3e} {:>10} {:>6}",
+            "  {:>6}  {:<28} {:>12.3e} {:>10} {:>12}",
             m.line.map_or("-".to_string(), |l| l.to_string()),
             m.op,
-            m.min,
+            m.near,
             m.decisions,
             m.ties
         );

@@ -3,7 +3,9 @@
 //! separately for preparation (compile) and execution. Values are
 //! [`den::Ieee`]: every tensor in its own element type. The engines compute in
 //! f32, so a function with f64 tensors runs on the typed generic evaluator
-//! (`--generic` always does), which computes f64 in f64.
+//! (`--generic` always does), which computes f64 in f64. With R replicas
+//! (`--replicas`, a data-parallel step's `all_reduce` over them) every
+//! replica has its own argument list and results.
 
 use anyhow::{anyhow, Result};
 use den::value::Value;
@@ -12,22 +14,24 @@ use engines::host::HostTensor;
 use engines::select::{EngineKind, EngineOptions};
 use std::time::Instant;
 
-/// What one `run` produced: the outputs, how they were computed, and times.
+/// What one `run` produced: each replica's outputs, how they were computed,
+/// and times.
 pub struct EngineRun {
-    pub outputs: Vec<Value<Ieee>>,
+    pub outputs: Vec<Vec<Value<Ieee>>>,
     pub how: String,
     pub prepare_seconds: f64,
     /// Seconds of each execution (`--repeat` of them).
     pub run_seconds: Vec<f64>,
 }
 
-/// Runs `func` of `module` on `inputs` `repeat` times on the engine `opts`
-/// names (`generic`: the typed reference evaluator instead of the native
-/// engine; the native engine also hands a function with f64 tensors to it).
+/// Runs `func` of `module` on `inputs` (one argument list per replica)
+/// `repeat` times on the engine `opts` names (`generic`: the typed reference
+/// evaluator instead of the native engine; the native engine also hands a
+/// function with f64 tensors to it).
 pub fn execute(
     module: &ir::Module,
     func: &str,
-    inputs: Vec<Value<Ieee>>,
+    inputs: Vec<Vec<Value<Ieee>>>,
     opts: &EngineOptions,
     generic: bool,
     repeat: usize,
@@ -68,31 +72,43 @@ pub fn execute(
     let t0 = Instant::now();
     let text = ir::print::print_module(module);
     let mut prepared = engine
-        .prepare(&text, module, func, 1)
+        .prepare(&text, module, func, inputs.len())
         .map_err(|e| anyhow!("{} engine: {e}", engine.name()))?;
     let prepare_seconds = t0.elapsed().as_secs_f64();
     // Every float here is f32/bf16/f16 (f64 went to the typed evaluator), so
     // narrowing to f32 is exact.
-    let args: Vec<HostTensor> = inputs
+    let args: Vec<Vec<HostTensor>> = inputs
         .iter()
-        .map(|v| HostTensor::from_value_f32(&v.map_scalar(|x| x.get() as f32)))
+        .map(|replica| {
+            replica
+                .iter()
+                .map(|v| HostTensor::from_value_f32(&v.map_scalar(|x| x.get() as f32)))
+                .collect()
+        })
         .collect();
     let mut run_seconds = Vec::new();
     let mut outs = Vec::new();
     for _ in 0..repeat {
         let t0 = Instant::now();
-        outs = prepared
-            .run_one(args.clone())
-            .map_err(|e| anyhow!("{} engine: {e}", engine.name()))?;
+        let ran = match args.as_slice() {
+            [one] => prepared.run_one(one.clone()).map(|o| vec![o]),
+            all => prepared.run(all),
+        };
+        outs = ran.map_err(|e| anyhow!("{} engine: {e}", engine.name()))?;
         run_seconds.push(t0.elapsed().as_secs_f64());
     }
     let outputs = outs
         .iter()
-        .zip(elems)
-        .map(|(t, e)| {
-            t.to_value_f32(e)
-                .map(|v| v.map_scalar(|&x| Ieee(f64::from(x))))
-                .map_err(|e| anyhow!("{e}"))
+        .map(|replica| {
+            replica
+                .iter()
+                .zip(&elems)
+                .map(|(t, &e)| {
+                    t.to_value_f32(e)
+                        .map(|v| v.map_scalar(|&x| Ieee(f64::from(x))))
+                        .map_err(|e| anyhow!("{e}"))
+                })
+                .collect::<Result<Vec<_>>>()
         })
         .collect::<Result<Vec<_>>>()?;
     Ok(EngineRun {
@@ -107,7 +123,7 @@ pub fn execute(
 fn typed(
     module: &ir::Module,
     func: &str,
-    inputs: Vec<Value<Ieee>>,
+    inputs: Vec<Vec<Value<Ieee>>>,
     repeat: usize,
     how: String,
 ) -> Result<EngineRun> {
@@ -119,9 +135,18 @@ fn typed(
     let mut outputs = Vec::new();
     for _ in 0..repeat {
         let t0 = Instant::now();
-        outputs = den::eval::eval_func::<Ieee>(module, func, inputs.clone(), &eo)
-            .map_err(|e| anyhow!("{e}"))?
-            .outputs;
+        outputs = match inputs.as_slice() {
+            [one] => vec![
+                den::eval::eval_func::<Ieee>(module, func, one.clone(), &eo)
+                    .map_err(|e| anyhow!("{e}"))?
+                    .outputs,
+            ],
+            _ => den::eval::eval_replicas::<Ieee>(module, func, inputs.clone(), &eo)
+                .map_err(|e| anyhow!("{e}"))?
+                .into_iter()
+                .map(|e| e.outputs)
+                .collect(),
+        };
         run_seconds.push(t0.elapsed().as_secs_f64());
     }
     Ok(EngineRun {

@@ -299,3 +299,72 @@ fn rewrites_switched_off_by_name_compute_the_same_sums() {
     }
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// A data-parallel pair: the sum of x over replicas 0 and 1, and 2·x.
+const REPLICATED: &str =
+    "func.func public @main(%x: tensor<2xf32>) -> (tensor<2xf32>, tensor<2xf32>) {
+  %s = \"stablehlo.all_reduce\"(%x) <{replica_groups = dense<[[0, 1]]> : tensor<1x2xi64>}> ({
+  ^bb0(%p: tensor<f32>, %q: tensor<f32>):
+    %pq = stablehlo.add %p, %q : tensor<f32>
+    stablehlo.return %pq : tensor<f32>
+  }) : (tensor<2xf32>) -> tensor<2xf32>
+  %d = stablehlo.add %x, %x : tensor<2xf32>
+  return %s, %d : tensor<2xf32>, tensor<2xf32>
+}
+";
+
+fn f32s(b: &[u8]) -> Vec<f32> {
+    b.chunks_exact(4)
+        .map(|w| f32::from_le_bytes(w.try_into().unwrap()))
+        .collect()
+}
+
+/// `run --replicas 2`: each replica takes its own arguments (replica 0's
+/// first) and writes its own outputs, the all_reduce summing over both, on
+/// the native engine and on the replica evaluator alike; one set of
+/// arguments is every replica's; any other count is refused, naming both.
+#[test]
+fn replicas_take_their_own_arguments_and_write_their_own_outputs() {
+    let dir = temp_dir("replicas");
+    write_npy(&dir.join("a.npy"), "<f4", &[2], &f32_bytes(&[1.0, 2.0]));
+    write_npy(&dir.join("b.npy"), "<f4", &[2], &f32_bytes(&[10.0, 20.0]));
+    let out = |name: &str, r: usize, k: usize| {
+        let (descr, data) = read_npy(&dir.join(name).join(format!("replica_{r}/out_{k}.npy")));
+        assert_eq!(descr, "<f4");
+        f32s(&data)
+    };
+    for (name, flags) in [("native", &[][..]), ("generic", &["--generic"][..])] {
+        let line = run(
+            &dir,
+            REPLICATED,
+            &["a.npy", "b.npy"],
+            name,
+            &[&["--replicas", "2"], flags].concat(),
+        );
+        assert!(line.contains("2 outputs × 2 replicas"), "{line}");
+        for r in 0..2 {
+            assert_eq!(out(name, r, 0), [11.0, 22.0], "{name}, replica {r}");
+        }
+        assert_eq!(out(name, 0, 1), [2.0, 4.0], "{name}");
+        assert_eq!(out(name, 1, 1), [20.0, 40.0], "{name}");
+    }
+    run(&dir, REPLICATED, &["a.npy"], "shared", &["--replicas", "2"]);
+    assert_eq!(out("shared", 1, 0), [2.0, 4.0]);
+    let o = Command::new(env!("CARGO_BIN_EXE_certgrad"))
+        .arg("run")
+        .arg(dir.join("m.mlir"))
+        .arg("--inputs")
+        .args(["a.npy", "b.npy", "a.npy"].map(|f| dir.join(f)))
+        .arg("--out")
+        .arg(dir.join("bad"))
+        .args(["--replicas", "2"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("give 1 file (every") && err.contains("or 2") && err.contains("not 3"),
+        "{err}"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
