@@ -6,12 +6,16 @@
 //! that (correctly rounded but for one element in 10⁶) cost two to three
 //! times the vector instructions per element, and the loops that hold these
 //! functions (GELU's tanh, the softmax's exp, swish's logistic) are bound by
-//! their instruction count (session 16's measurement).
+//! their instruction count.
 //!
-//! Accuracy, against the real function at the f32 argument (measured on
-//! every third f32 bit pattern of each range; `cert`'s accuracy hypotheses
-//! measure these very functions and keep a margin of 2 or more): `exp` 0.87
-//! ulp, `tanh` 1.55 ulp, `logistic` 2.40 ulp. NaN in gives NaN out; ±0, the
+//! Accuracy contract, against the real function at the f32 argument: `exp`
+//! within 1 ulp, `tanh` within 2 ulp, `logistic` within 3 ulp, over every
+//! f32 of the ranges in the tests (exp [−104, 89], tanh [−12, 12], logistic
+//! [−104, 90]). The suite checks every 127th bit pattern of each range; the
+//! ignored test `the_contract_holds_on_every_f32` checks every one (`cargo
+//! test --release -p exec --lib vmath -- --ignored`; measured maxima 0.87,
+//! 1.55 and 2.40 ulp). `cert`'s accuracy hypotheses measure these very
+//! functions themselves. NaN in gives NaN out; ±0, the
 //! saturation to ±1 (tanh), 0/1 (logistic), the gradual underflow to 0 and
 //! the overflow to ∞ (exp) are as in f32. `mul_add` is correctly rounded on
 //! every build (FMA in the AVX2/AVX-512 twins, libm's `fmaf` in the
@@ -174,17 +178,33 @@ mod tests {
     /// Every 127th bit pattern: ~12 M arguments per function.
     const STRIDE: u32 = 127;
 
+    /// The accuracy contract (module docs): at most 1, 2 and 3 ulp.
+    fn within_the_contract(stride: u32) {
+        let e = max_ulps(-104.0, 89.0, stride, exp, f64::exp);
+        let t = max_ulps(-12.0, 12.0, stride, tanh, f64::tanh);
+        let l = max_ulps(-104.0, 90.0, stride, logistic, sigmoid);
+        eprintln!("every {stride}th f32: exp {e:.3}, tanh {t:.3}, logistic {l:.3} ulp");
+        assert!(
+            e <= 1.0 && t <= 2.0 && l <= 3.0,
+            "exp {e}, tanh {t}, logistic {l} ulp"
+        );
+    }
+
     fn sigmoid(x: f64) -> f64 {
         1.0 / (1.0 + (-x).exp())
     }
 
     #[test]
-    fn the_polynomials_stay_within_their_stated_ulps() {
-        // The module docs state 0.87, 1.55 and 2.40 (stride 3); a coarser
-        // sample can only find less.
-        assert!(max_ulps(-104.0, 89.0, STRIDE, exp, f64::exp) <= 0.88);
-        assert!(max_ulps(-12.0, 12.0, STRIDE, tanh, f64::tanh) <= 1.56);
-        assert!(max_ulps(-104.0, 90.0, STRIDE, logistic, sigmoid) <= 2.41);
+    fn the_polynomials_keep_the_contract_on_a_sample() {
+        within_the_contract(STRIDE);
+    }
+
+    /// Every f32 of the three ranges (~3 × 2.2 G arguments: minutes in a
+    /// release build, hours in a debug one).
+    #[test]
+    #[ignore = "exhaustive: run with --release -- --ignored"]
+    fn the_contract_holds_on_every_f32() {
+        within_the_contract(1);
     }
 
     #[test]
@@ -214,7 +234,7 @@ mod tests {
         let mut typo = TANH_SERIES;
         typo[7] *= 1.01;
         let (lo, hi) = (0.05, 0.55);
-        assert!(max_ulps(lo, hi, STRIDE, tanh, f64::tanh) <= 1.56);
+        assert!(max_ulps(lo, hi, STRIDE, tanh, f64::tanh) <= 2.0);
         assert!(
             max_ulps(
                 lo,

@@ -2,6 +2,7 @@
 //! (§4.2–4.3) at any class count and input size, and the catalog the CLI
 //! names them by.
 
+use super::sizes::Sizes;
 use super::*;
 use crate::ops::conv::Padding;
 use crate::ops::norm::BnWorld;
@@ -129,19 +130,6 @@ fn resnet_head(classes: i64) -> Vec<(String, LayerSpec)> {
     ]
 }
 
-/// `resnet34`, `resnet34-k1000`, `resnet34-k10-64x64`: the K and input size
-/// appear in the name unless they are the Imagenette defaults (K = 10, 224²).
-fn resnet_name(base: &str, classes: i64, hw: (i64, i64)) -> String {
-    let mut name = base.to_string();
-    if classes != 10 || hw != (224, 224) {
-        name.push_str(&format!("-k{classes}"));
-    }
-    if hw != (224, 224) {
-        name.push_str(&format!("-{}x{}", hw.0, hw.1));
-    }
-    name
-}
-
 /// ResNet-34 (REFERENCE §4.2) at `classes` outputs and an `hw` input: the
 /// stem, `[3, 4, 6, 3]` basic blocks at 64/128/256/512 channels (the first
 /// block of stages 2–4: 3×3/s2 and a 1×1/s2 projection + BN skip), GAP, dense.
@@ -202,7 +190,7 @@ pub fn resnet50_width(classes: i64, hw: (i64, i64), width: i64) -> NetSpec {
 /// A ResNet of true batch-stat BN: the stem and head around four stages of
 /// (blocks, channels), block `b` of stage `s` (0-based) being `block(s, b,
 /// channels)`, named `stage{s}.block{b}` (1-based). The net is named `base`,
-/// `-w{width}` unless `width` is 64, then K and input size (`resnet_name`).
+/// `-w{width}` unless `width` is 64, then K and input size (`Sizes`).
 fn resnet(
     base: &str,
     classes: i64,
@@ -218,13 +206,14 @@ fn resnet(
         }
     }
     layers.extend(resnet_head(classes));
-    let base = if width == 64 {
-        base.to_string()
-    } else {
-        format!("{base}-w{width}")
+    let sizes = Sizes {
+        width: (width != 64).then_some(width),
+        classes,
+        hw,
+        patch: None,
     };
     NetSpec {
-        name: resnet_name(&base, classes, hw),
+        name: sizes.name(base),
         input: (3, hw.0, hw.1),
         classes,
         layers,
@@ -274,19 +263,8 @@ pub fn by_name(name: &str) -> Option<NetSpec> {
         "resnet50" => resnet50,
         _ => return None,
     };
-    let mut parts = rest[1..].split('-');
-    let classes: i64 = parts.next()?.strip_prefix('k')?.parse().ok()?;
-    let hw = match parts.next() {
-        None => (224, 224),
-        Some(p) => {
-            let (h, w) = p.split_once('x')?;
-            (h.parse().ok()?, w.parse().ok()?)
-        }
-    };
-    if parts.next().is_some() || classes < 1 || hw.0 < 1 || hw.1 < 1 {
-        return None;
-    }
-    let net = build(classes, hw);
+    let sizes = Sizes::parse(rest)?;
+    let net = build(sizes.classes, sizes.hw);
     // Only the canonical spelling names a net (no `resnet34-k10`).
     (net.name == name).then_some(net)
 }

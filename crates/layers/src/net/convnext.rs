@@ -11,6 +11,7 @@
 
 use super::block::{at_least, positive_eps, BlockSpec, BuildCtx, FieldError};
 use super::leaves::channels;
+use super::sizes::Sizes;
 use super::{DenseSpec, GlobalAvgPoolSpec, LayerSpec, NetSpec};
 use crate::blocks_convnext::{
     ConvNextBlockSpec, ConvNextDownsampleSpec, ConvNextStemSpec, MlpActivation,
@@ -122,17 +123,15 @@ pub const CONVNEXT_B: ConvNextVariant = ConvNextVariant {
 
 const VARIANTS: [ConvNextVariant; 3] = [CONVNEXT_T, CONVNEXT_S, CONVNEXT_B];
 
-/// `convnext-{tag}`, then `-k{K}` unless K = 10 at 224², `-{H}x{W}` unless
-/// 224² (the ResNets' scheme).
+/// `convnext-{tag}`, then K and input size (`Sizes`).
 fn convnext_name(tag: &str, classes: i64, hw: (i64, i64)) -> String {
-    let mut name = format!("convnext-{tag}");
-    if classes != 10 || hw != (224, 224) {
-        name.push_str(&format!("-k{classes}"));
+    Sizes {
+        width: None,
+        classes,
+        hw,
+        patch: None,
     }
-    if hw != (224, 224) {
-        name.push_str(&format!("-{}x{}", hw.0, hw.1));
-    }
-    name
+    .name(&format!("convnext-{tag}"))
 }
 
 /// A ConvNeXt: `stem` (4×4/s4 conv 3→d₀ + channel LN), then per stage s
@@ -223,22 +222,8 @@ pub fn by_name(name: &str) -> Option<NetSpec> {
     let rest = name.strip_prefix("convnext-")?;
     let (tag, rest) = rest.split_at(rest.find('-').unwrap_or(rest.len()));
     let v = VARIANTS.into_iter().find(|v| v.tag == tag)?;
-    if rest.is_empty() {
-        return Some(convnext(v, 10, (224, 224)));
-    }
-    let mut parts = rest.strip_prefix('-')?.split('-');
-    let classes: i64 = parts.next()?.strip_prefix('k')?.parse().ok()?;
-    let hw = match parts.next() {
-        None => (224, 224),
-        Some(p) => {
-            let (h, w) = p.split_once('x')?;
-            (h.parse().ok()?, w.parse().ok()?)
-        }
-    };
-    if parts.next().is_some() || classes < 1 || hw.0 < 1 || hw.1 < 1 {
-        return None;
-    }
-    let net = convnext(v, classes, hw);
+    let sizes = Sizes::parse(rest)?;
+    let net = convnext(v, sizes.classes, sizes.hw);
     (net.name == name).then_some(net)
 }
 

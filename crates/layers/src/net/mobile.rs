@@ -12,6 +12,7 @@
 
 use super::block::{at_least, positive_eps, BlockSpec, BuildCtx, FieldError};
 use super::leaves::channels;
+use super::sizes::Sizes;
 use super::{DenseSpec, GlobalAvgPoolSpec, LayerSpec, NetSpec};
 use crate::blocks_mobile::{
     Activation, ConvBnActSpec, FusedMbConvSpec, InvertedResidualSpec, MbConvSeSpec, SkipRule,
@@ -100,20 +101,15 @@ impl BlockSpec for UibSpec {
 /// The three nets' bases, as they start a name.
 const BASES: [&str; 3] = ["mobilenetv2", "efficientnet-b0", "mobilenetv4-conv-m"];
 
-/// `base`, then `-w{width}` unless full width, `-k{K}` unless K = 10 at
-/// 224², `-{H}x{W}` unless 224² (the ResNets' scheme).
+/// `base`, then `-w{width}` unless full width, K and input size (`Sizes`).
 fn mobile_name(base: &str, classes: i64, hw: (i64, i64), width: i64) -> String {
-    let mut name = base.to_string();
-    if width != STEM {
-        name.push_str(&format!("-w{width}"));
+    Sizes {
+        width: (width != STEM).then_some(width),
+        classes,
+        hw,
+        patch: None,
     }
-    if classes != 10 || hw != (224, 224) {
-        name.push_str(&format!("-k{classes}"));
-    }
-    if hw != (224, 224) {
-        name.push_str(&format!("-{}x{}", hw.0, hw.1));
-    }
-    name
+    .name(base)
 }
 
 /// `ch · width / 32`; the widths offered keep every channel count integral.
@@ -386,23 +382,8 @@ pub fn by_name(name: &str) -> Option<NetSpec> {
         "efficientnet-b0" => efficientnet_b0,
         _ => mobilenetv4_conv_m,
     };
-    let rest = &name[base.len()..];
-    if rest.is_empty() {
-        return Some(build(10, (224, 224)));
-    }
-    let mut parts = rest.strip_prefix('-')?.split('-');
-    let classes: i64 = parts.next()?.strip_prefix('k')?.parse().ok()?;
-    let hw = match parts.next() {
-        None => (224, 224),
-        Some(p) => {
-            let (h, w) = p.split_once('x')?;
-            (h.parse().ok()?, w.parse().ok()?)
-        }
-    };
-    if parts.next().is_some() || classes < 1 || hw.0 < 1 || hw.1 < 1 {
-        return None;
-    }
-    let net = build(classes, hw);
+    let sizes = Sizes::parse(&name[base.len()..])?;
+    let net = build(sizes.classes, sizes.hw);
     (net.name == name).then_some(net)
 }
 

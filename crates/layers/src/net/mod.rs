@@ -29,6 +29,7 @@ mod mobile;
 mod named;
 mod nested;
 mod residual;
+mod sizes;
 mod vit;
 
 pub use block::{at_least, positive_eps, BlockSpec, BuildCtx, FieldError, FIELD_MAX};

@@ -7,6 +7,7 @@
 //! and an MLP 4× the width (timm's `vit_{tiny,small,base}_patch16_224`).
 
 use super::block::{at_least, positive_eps, BlockSpec, BuildCtx, FieldError};
+use super::sizes::{Sizes, HW};
 use super::{LayerSpec, NetSpec};
 use crate::blocks_vit::{PatchEmbedSpec, VitBlockSpec, VitHeadSpec};
 use crate::layer::{CertLayer, LayerError};
@@ -108,27 +109,19 @@ pub const VIT_B: VitConfig = VitConfig {
 
 const CONFIGS: [VitConfig; 3] = [VIT_TINY, VIT_S, VIT_B];
 
-/// The paper's image size and patch.
-const HW: (i64, i64) = (224, 224);
+/// The paper's patch (its image size is every family's, `sizes::HW`).
 const PATCH: i64 = 16;
 
-/// `base`, then `-w{dim}` unless the table's width, `-k{K}` unless K = 10
-/// at 224² with patch 16, `-{H}x{W}` unless 224², `-p{P}` unless 16.
+/// `base`, then `-w{dim}` unless the table's width, K and input size, and
+/// `-p{P}` unless 16 (`Sizes`).
 fn vit_name(c: &VitConfig, dim: i64, classes: i64, hw: (i64, i64), patch: i64) -> String {
-    let mut name = c.base.to_string();
-    if dim != c.dim {
-        name.push_str(&format!("-w{dim}"));
+    Sizes {
+        width: (dim != c.dim).then_some(dim),
+        classes,
+        hw,
+        patch: (patch != PATCH).then_some(patch),
     }
-    if classes != 10 || hw != HW || patch != PATCH {
-        name.push_str(&format!("-k{classes}"));
-    }
-    if hw != HW {
-        name.push_str(&format!("-{}x{}", hw.0, hw.1));
-    }
-    if patch != PATCH {
-        name.push_str(&format!("-p{patch}"));
-    }
-    name
+    .name(c.base)
 }
 
 /// ViT-Tiny at `classes` outputs, an `hw` image (a multiple of `patch`).
@@ -192,35 +185,9 @@ pub fn by_name(name: &str) -> Option<NetSpec> {
         .iter()
         .filter(|c| name == c.base || name.starts_with(&format!("{}-", c.base)))
         .max_by_key(|c| c.base.len())?;
-    let mut parts = name[c.base.len()..].split('-').skip(1).peekable();
-    let mut take = |prefix: &str| {
-        parts
-            .next_if(|p| p.starts_with(prefix))
-            .map(|p| p[1..].to_string())
-    };
-    let dim = match take("w") {
-        Some(d) => d.parse().ok()?,
-        None => c.dim,
-    };
-    let classes = match take("k") {
-        Some(k) => k.parse().ok()?,
-        None => 10,
-    };
-    let hw = match parts.next_if(|p| p.contains('x')) {
-        Some(p) => {
-            let (h, w) = p.split_once('x')?;
-            (h.parse().ok()?, w.parse().ok()?)
-        }
-        None => HW,
-    };
-    let patch = match parts.next_if(|p| p.starts_with('p')) {
-        Some(p) => p[1..].parse().ok()?,
-        None => PATCH,
-    };
-    if parts.next().is_some() || dim < 1 || classes < 1 || patch < 1 || hw.0 < 1 || hw.1 < 1 {
-        return None;
-    }
-    let net = vit(c, dim, classes, hw, patch);
+    let s = Sizes::parse(&name[c.base.len()..])?;
+    let (dim, patch) = (s.width.unwrap_or(c.dim), s.patch.unwrap_or(PATCH));
+    let net = vit(c, dim, s.classes, s.hw, patch);
     (net.name == name).then_some(net)
 }
 

@@ -180,7 +180,10 @@ pub(super) unsafe fn tiles_with<U: TileFloat, const FUSED: bool>(
 /// …` (`NV` features each), added to what `out` holds when `accumulate`.
 ///
 /// # Safety
-/// As [`tiles_with`]; `v` holds `ks.len()` rows of `step ≥ NV`.
+/// As [`tiles_with`]: `step ≥ NV`; `v` holds the `NV` kernel values of row
+/// `i` at `i·step` for every `i < ks.len()` (at least
+/// `(ks.len() − 1)·step + NV` elements); `bases[r] + k` indexes `x` for
+/// every row `r < MR` and every `k` of `ks`.
 #[inline(always)]
 pub(super) unsafe fn tile<U: TileFloat, const MR: usize, const NV: usize, const FUSED: bool>(
     x: &[U],
@@ -197,12 +200,17 @@ pub(super) unsafe fn tile<U: TileFloat, const MR: usize, const NV: usize, const 
             row.copy_from_slice(&out[r * step..r * step + NV]);
         }
     }
+    debug_assert!(step >= NV && bases.len() >= MR);
     debug_assert!(ks.is_empty() || (ks.len() - 1) * step + NV <= v.len());
+    debug_assert!(ks
+        .iter()
+        .max()
+        .is_none_or(|&k| { bases[..MR].iter().all(|&b| b + k < x.len()) }));
     let xp: [*const U; MR] = std::array::from_fn(|r| unsafe { x.as_ptr().add(bases[r]) });
-    let mut vp = v.as_ptr();
-    for &k in ks {
-        // SAFETY: v has a row of step ≥ NV elements per k; bases[r] + k indexes x.
-        let w: [U; NV] = unsafe { *vp.cast::<[U; NV]>() };
+    for (i, &k) in ks.iter().enumerate() {
+        // SAFETY: row i of v lies inside v (i < ks.len(): the contract), so
+        // the pointer never passes v's end; bases[r] + k indexes x.
+        let w: [U; NV] = unsafe { *v.as_ptr().add(i * step).cast::<[U; NV]>() };
         for r in 0..MR {
             let xv = unsafe { *xp[r].add(k) };
             for l in 0..NV {
@@ -213,7 +221,6 @@ pub(super) unsafe fn tile<U: TileFloat, const MR: usize, const NV: usize, const 
                 };
             }
         }
-        vp = unsafe { vp.add(step) };
     }
     for (r, row) in a.iter().enumerate() {
         out[r * step..r * step + NV].copy_from_slice(row);
