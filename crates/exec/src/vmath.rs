@@ -6,7 +6,7 @@
 //! that (correctly rounded but for one element in 10⁶) cost two to three
 //! times the vector instructions per element, and the loops that hold these
 //! functions (GELU's tanh, the softmax's exp, swish's logistic) are bound by
-//! their instruction count (session 16's measurement).
+//! their instruction count (measured).
 //!
 //! Accuracy, against the real function at the f32 argument (measured on
 //! every third f32 bit pattern of each range; `cert`'s accuracy hypotheses
