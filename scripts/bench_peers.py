@@ -4,7 +4,7 @@ eager and JAX) and for mobilenetv2 and resnet34 at 224² (PyTorch eager), and
 ViT-Tiny at 224² (PyTorch eager), and the table that compares them (driven
 by scripts/bench_peers.sh).
 
-One train step of cifar8-bbn (REFERENCE §4.1 with true batch-statistics BN):
+One train step of cifar8-bbn (docs/nets.md §2 with true batch-statistics BN):
 four stages of conv3x3(bias) -> BN -> ReLU -> conv3x3(bias) -> BN -> maxpool
 2x2/s2 -> ReLU, channels 16,16 | 16,16 | 32,32 | 32,32, spatial 32->16->8->4->2,
 flatten 128, dense 128->64->ReLU->64->ReLU->10, softmax cross-entropy (mean
@@ -102,7 +102,7 @@ def torch_conv_bn(nn, cin, cout, k, stride, groups=1, act=None):
 
 
 def torch_mobilenetv2(torch):
-    """MobileNetV2 as REFERENCE §4.4 and certgrad's `mobilenetv2` (K=10): the
+    """MobileNetV2 as docs/nets.md §4 and certgrad's `mobilenetv2` (K=10): the
     (t, c, n, s) table, ReLU6, no conv biases, head 1x1 320->1280, GAP, dense.
     Strided depthwise convs pad symmetrically (torchvision's choice) where
     certgrad pads XLA-SAME (0, 1): same shapes and FLOPs, shifted windows."""
@@ -134,7 +134,7 @@ def torch_mobilenetv2(torch):
 
 
 def torch_resnet34(torch):
-    """ResNet-34 as REFERENCE and certgrad's `resnet34` (K=10): 7x7/s2 stem,
+    """ResNet-34 as docs/nets.md §3 and certgrad's `resnet34` (K=10): 7x7/s2 stem,
     3x3/s2 max pool, basic blocks [3, 4, 6, 3] with 1x1/s2 projection skips,
     no conv biases, batch-stat BN, GAP, dense."""
     nn = torch.nn
@@ -164,7 +164,7 @@ def torch_resnet34(torch):
 
 
 def torch_vit_tiny(torch):
-    """ViT-Tiny/16 as REFERENCE §4.7 and certgrad's `vit-tiny` (K=10): 16x16/s16
+    """ViT-Tiny/16 as docs/nets.md §8 and certgrad's `vit-tiny` (K=10): 16x16/s16
     patch conv with bias, learned CLS token prepended, learned positional
     embedding [197, 192] added; 12 pre-norm blocks x + MHSA(LN x) (3 heads,
     separate Q/K/V/O projections with biases, scale 1/sqrt(64)), then
@@ -409,7 +409,7 @@ def table(a):
             if cands:
                 best.append(cg[k]["median_ms"] / min(cands))
         if best:
-            # Issue 20: half of PyTorch's time on the seed's net (first bar
+            # The targets: half of PyTorch's time on cifar8-bbn (first bar
             # 0.7), at most PyTorch's on the big nets.
             target = "median <= 0.5, first bar 0.7" if net == "cifar8-bbn" else "median <= 1.0"
             print(f"  certgrad / PyTorch eager (best of 1 and 2 threads, per round): {ratio_stats(best)}  (target: {target})")

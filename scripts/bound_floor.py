@@ -1,5 +1,5 @@
 """bound_floor.py: the floor under any worst-case running error bound on
-cifar8-bbn's parameter gradients (issue 18's analysis).
+cifar8-bbn's parameter gradients (docs/bound.md).
 
 A bound that holds for ANY IEEE f32 evaluation in ANY summation order must
 cover the sequential order of every permutation. In the standard model

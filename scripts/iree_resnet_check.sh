@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# iree_resnet_check.sh: does IREE accept the ResNet-34 train step (issue 9)?
+# iree_resnet_check.sh: does IREE accept the ResNet-34 train step?
 #
 # Renders ${IREE_RESNET_NET:-resnet34} (batch ${IREE_RESNET_BATCH:-8}) with the
 # shifted-sums max-pool backward (PoolBackward::ShiftedSums: strided slices,

@@ -1,5 +1,5 @@
 """Writes crates/ir/tests/ir_suite/data/structured/*.mlir: the text jax.jit(f).lower(...)
-.as_text() prints for small programs using the structured ops of issue 21
+.as_text() prints for small programs using the structured ops
 (gather, scatter, dynamic_slice, dynamic_update_slice, while, case, sort,
 argmax's two-operand reduce, optimization_barrier). ir's tests only parse,
 verify and round-trip them; no value produced by JAX is used as an expected

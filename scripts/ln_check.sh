@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# ln_check.sh: the LayerNorm family (issue 15) on the other engines.
+# ln_check.sh: the LayerNorm family on the other engines.
 #
 # For ConvNeXt-T and ViT-Tiny at a reduced size (convnext-t-k10-32x32 and
 # vit-tiny-k10-32x32-p4: every channel count of the paper's nets, 32² images,
 # K=10, batch ${LN_CHECK_BATCH:-2}), the AdamW train step rendered plain and
-# with --drop-path 0.1 (REFERENCE §2.15: per-example keep inputs dp{i} [B]):
+# with --drop-path 0.1 (docs/conventions.md §13: per-example keep inputs dp{i} [B]):
 #  1. render each and `certgrad check` it, printing render times;
 #  2. one step of each on seeded inputs (scripts/step_inputs.py `draw`; the
 #     keep inputs overwritten with one mask draw, 0 or 1/keep per example) through

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# mobile_check.sh: the depthwise family (issue 14 §4) on the other engines.
+# mobile_check.sh: the depthwise family on the other engines.
 #
 # For each of mobilenetv2, efficientnet-b0 and mobilenetv4-conv-m at a reduced
 # resolution (${MOBILE_CHECK_HW:-64x64}, K=10, batch ${MOBILE_CHECK_BATCH:-4}):

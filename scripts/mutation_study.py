@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """mutation_study.py: how many wrong backwards `certgrad check-vjp` kills,
 measured on shape-preserving mutants of correct JAX backwards, beside a
-finite-difference gradcheck on the same mutants (issue 21, item 3).
+finite-difference gradcheck on the same mutants.
 
 Owns the study: mutant generation, the independent equivalence judge, the
 two detectors, the table. Not in CI (minutes to tens of minutes); run it as

@@ -6,7 +6,7 @@
 # wheel with `pip install ./python` (maturin compiles the certgrad binary
 # into it, reusing this checkout's target/), running python/tests with pytest
 # against the INSTALLED package and its binary, and running the example.
-# With --fresh it instead proves the README's install line: a new venv with
+# With --fresh it instead proves the install line of docs/python.md: a new venv with
 # nothing but pip, `pip install ./python` (pip fetches maturin into an
 # isolated build environment), and one certification through the installed
 # wheel.

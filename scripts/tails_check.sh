@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tails_check.sh: do the engines behind `--engine` run the recipe tails of
-# issue 16 (rmsprop, lamb, clip, wd-exclude, ema, accumulate, bce) the way
+# (rmsprop, lamb, clip, wd-exclude, ema, accumulate, bce) the way
 # the native executor does?
 #
 # On cifar8-bbn without its conv biases (below) at batch ${TAILS_CHECK_BATCH:-4} (f32):

@@ -1,6 +1,6 @@
 """certgrad.run / certify / render / check_vjp (StableHLO text) against
 expectations derived without certgrad: numpy arithmetic, parameter counts
-from the net's declaration and REFERENCE §6.1's signature, ln K for the
+from the net's declaration and docs/conventions.md §15's signature, ln K for the
 cross-entropy of all-zero logits, and SGD at lr 0 leaving θ unchanged."""
 
 import math
@@ -69,7 +69,7 @@ def _zeros(t):
 def test_render_cifar8_sgd_step_runs_with_the_reference_signature():
     text = certgrad.render("cifar8", "sgd", batch=2)
     ins, outs = _signature(text)
-    assert (len(ins), len(outs)) == (71, 69)  # REFERENCE §6.1: every optimizer
+    assert (len(ins), len(outs)) == (71, 69)  # docs/conventions.md §15: every optimizer
     args = [_zeros(t) for t in ins]
     args[0] = np.random.default_rng(0).normal(size=args[0].shape).astype(np.float32)  # images
     theta = [np.full(a.shape, 0.0, np.float32) for a in args[1:23]]

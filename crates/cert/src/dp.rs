@@ -1,4 +1,4 @@
-//! The data-parallel step's identities (REFERENCE §6.4). The R-replica render
+//! The data-parallel step's identities (docs/conventions.md §18). The R-replica render
 //! (one `all_reduce` sum per parameter gradient, then ÷R) is run by the
 //! replica evaluator and compared with the single-device step rendered from
 //! the same NetSpec (which the train-step tie certifies):

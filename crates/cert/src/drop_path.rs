@@ -1,4 +1,4 @@
-//! The net certificate of a drop-path render (REFERENCE §2.15): the keep
+//! The net certificate of a drop-path render (docs/conventions.md §13): the keep
 //! scales are graph inputs, so the step is a deterministic function of them
 //! and certifies like any other. The whole-net tie takes the keeps as blocks
 //! of the tie (a generic point: every keep moves, `ddrop_path` rows); the

@@ -5,7 +5,7 @@
 //! Nesterov: v' − μv; AdamW: (m' − β1·m)/(1 − β1); heavy-ball: v' − μv − wd·θ,
 //! so the L2 term the tail adds must be there for g to be the loss gradient);
 //! the tail formula of
-//! REFERENCE §6.3 replayed in f64 from (θ, m, v, g) must reproduce θ', m', v';
+//! docs/training.md §2 replayed in f64 from (θ, m, v, g) must reproduce θ', m', v';
 //! and the g_b are tied to an oracle that never sees the step: the directional
 //! derivative of the standalone loss forward (`chain_with_loss()` built with
 //! `layers::tie_funcs`) along a random v with a Gaussian v_b on every block at

@@ -93,7 +93,7 @@ enum Command {
         #[arg(long)]
         json: Option<PathBuf>,
         /// NET: certify the stochastic-depth render at maximum drop rate RATE
-        /// (REFERENCE §2.15, as `render --drop-path`): the logits tie takes
+        /// (docs/conventions.md §13, as `render --drop-path`): the logits tie takes
         /// the keep inputs as tie blocks, the parameter ties hold them fixed
         /// at one seeded draw of the masks on the net's ramp.
         #[arg(long, value_name = "RATE")]

@@ -93,7 +93,7 @@ mod tests {
         let r = row(&layers::net::by_name("cifar8-bbn").unwrap()).unwrap();
         assert!(r.contains("Batch") && r.contains(" 38 "), "{r}");
         assert_eq!(group_thousands(999), "999");
-        // REFERENCE §4.2–4.3 (issue 9): the exact ResNet counts.
+        // docs/nets.md §3: the exact ResNet counts.
         for (net, tensors, floats) in [
             ("resnet34", " 110 ", "21,289,802"),
             ("resnet50", " 161 ", "23,528,522"),

@@ -40,7 +40,7 @@ pub struct RecipeArgs {
     /// 1e-4, rmsprop 4e-5, lamb 0.02); 0 renders no decay.
     #[arg(long, value_name = "WD")]
     pub weight_decay: Option<f64>,
-    /// Stochastic depth at maximum drop rate RATE (REFERENCE §2.15): each
+    /// Stochastic depth at maximum drop rate RATE (docs/conventions.md §13): each
     /// drop-path block's branch is scaled per example by a graph input dp{i}
     /// [B] (1/keep or 0, drawn on the host each step; keep on the net's
     /// linear ramp, ConvNeXt 1 − RATE·i/17; ViT both sub-layers of block i,

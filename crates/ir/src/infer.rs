@@ -447,7 +447,7 @@ fn unary_rule(u: UnaryOp, ops: &[TensorType]) -> Rule<TensorType> {
         | UnaryOp::Cosine
         | UnaryOp::Erf
         | UnaryOp::Erfc => e.is_float(),
-        // Issue 21 ops.
+        // Bit-level and special functions.
         UnaryOp::Popcnt | UnaryOp::CountLeadingZeros => e.is_integer() && !e.is_bool(),
         UnaryOp::IsFinite
         | UnaryOp::IsInf

@@ -69,7 +69,7 @@ pub enum UnaryOp {
     Erfc,
     /// `chlo.square`.
     Square,
-    // Issue 21: the remaining elementwise StableHLO ops and the CHLO ops JAX
+    // The remaining elementwise StableHLO ops and the CHLO ops JAX
     // leaves in its default lowering.
     /// `stablehlo.is_finite`: float → i1.
     IsFinite,
@@ -232,7 +232,7 @@ pub enum BinaryOp {
     And,
     Or,
     Xor,
-    // Issue 21.
+    // The binary special functions.
     /// `stablehlo.atan2(y, x)`.
     Atan2,
     ShiftLeft,
@@ -629,7 +629,7 @@ pub enum OpKind {
     Return,
     /// `func.return`, the terminator of a function body.
     FuncReturn,
-    // Structured ops (issue 21): indexing, control flow, sorting.
+    // Structured ops: indexing, control flow, sorting.
     /// Operands: operand, start_indices.
     Gather(GatherAttrs),
     /// Operands: inputs…, scatter_indices, updates…; one region (update computation).
@@ -657,7 +657,7 @@ pub enum OpKind {
     },
     /// Identity on every operand.
     OptimizationBarrier,
-    // Issue 21: the non-elementwise ops of the elementwise/CHLO set.
+    // The non-elementwise ops of the elementwise/CHLO set.
     /// `stablehlo.bitcast_convert`: bit reinterpretation; result type given
     /// (a narrower result element type adds a trailing dimension, a wider one
     /// consumes the operand's last).

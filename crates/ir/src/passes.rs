@@ -44,7 +44,7 @@ pub fn prune_dead_ops(func: &mut Func) {
 }
 
 /// The bf16 switch: each f32 convolution (ungrouped — depthwise stays f32,
-/// REFERENCE §6.5) and dot_general reads bf16 copies of its operands and keeps
+/// docs/conventions.md §19) and dot_general reads bf16 copies of its operands and keeps
 /// its f32 result type, so it accumulates in f32. One convert per converted
 /// value, placed before its first use.
 pub fn bf16_operands(func: &mut Func) {

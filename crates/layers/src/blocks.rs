@@ -1,4 +1,4 @@
-//! Residual blocks of the ResNet family (REFERENCE §4.2–4.3) as CertLayers:
+//! Residual blocks of the ResNet family (docs/nets.md §3) as CertLayers:
 //! the basic block (identity or 1×1 projection skip) and the v1.5 bottleneck.
 //! A block is `relu(main(x) + skip(x))`, composed from the per-op layers with
 //! the `Residual` / `Projection` combinators, so its backward map is the

@@ -1,4 +1,4 @@
-//! ConvNeXt's blocks (REFERENCE §2.3, §2.12, §2.14, §4.6) as CertLayers:
+//! ConvNeXt's blocks (docs/conventions.md §4, §10, §12; docs/nets.md §7) as CertLayers:
 //! the patchify stem (k×k/s`k` conv with bias → channel LN), the ConvNeXt
 //! block (depthwise k×k with bias → channel LN → 1×1 c→t·c → GELU → 1×1
 //! t·c→c → layer scale γ, inside an identity skip) and the downsample
@@ -29,7 +29,7 @@ use serde::{Deserialize, Serialize};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum MlpActivation {
-    /// GELU, tanh form (REFERENCE §2.11: the form the reference renders).
+    /// GELU, tanh form (docs/conventions.md §9: the form the reference renders).
     GeluTanh,
 }
 
@@ -83,7 +83,7 @@ fn check(what: &str, fields: &[(&str, i64)], eps: f64) -> Result<(), LayerError>
     Ok(())
 }
 
-/// The patchify stem: conv k×k/`stride` with bias (REFERENCE §2.3: the 4×4/s4
+/// The patchify stem: conv k×k/`stride` with bias (docs/conventions.md §4: the 4×4/s4
 /// symmetric conv reads the left-aligned, pad-0 windows `[4i, 4i+3]`) →
 /// channel LN.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -140,7 +140,7 @@ impl ConvNextStemSpec {
 }
 
 /// The downsample between stages: channel LN → conv k×k/`stride` with bias
-/// (REFERENCE §4.6: 2×2/s2, symmetric with p = 0, window `[2i, 2i+1]`).
+/// (docs/nets.md §7: 2×2/s2, symmetric with p = 0, window `[2i, 2i+1]`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ConvNextDownsampleSpec {
@@ -215,7 +215,7 @@ impl ConvNextBlockSpec {
 
     /// Layers `dw`, `norm`, `fc1`, `act`, `fc2`, `scale` (the branch),
     /// inside the skip; with `drop_path`, the branch is scaled per example
-    /// by a keep input (`Residual::with_drop_path`, REFERENCE §2.15) instead.
+    /// by a keep input (`Residual::with_drop_path`, docs/conventions.md §13) instead.
     pub fn build_with(
         &self,
         ch: i64,

@@ -1,4 +1,4 @@
-//! The depthwise family's blocks (REFERENCE §4.4, §4.5, §4.8) as CertLayers:
+//! The depthwise family's blocks (docs/nets.md §4, §5, §6) as CertLayers:
 //! conv-BN-activation stages (stems, heads), MobileNetV2's inverted residual,
 //! EfficientNet's MBConv with squeeze-excite, the fused-MBConv and
 //! MobileNetV4's universal inverted bottleneck (UIB). Each is a `Chain` of
@@ -347,7 +347,7 @@ pub struct MbConvSeSpec {
     pub out_ch: i64,
     pub act: Activation,
     /// SE's reduced width is `in_ch / se_divisor` of the BLOCK input
-    /// (REFERENCE §2.14: 4), not of the expanded width.
+    /// (docs/conventions.md §12: 4), not of the expanded width.
     pub se_divisor: i64,
     pub skip: SkipRule,
     pub world: BnWorld,
@@ -472,7 +472,7 @@ impl FusedMbConvSpec {
     }
 }
 
-/// MobileNetV4's universal inverted bottleneck (REFERENCE §4.8): [pre-DW
+/// MobileNetV4's universal inverted bottleneck (docs/nets.md §6): [pre-DW
 /// k₁×k₁ → BN → act] → expand 1×1 (in → t·in) → BN → act → [post-DW k₂×k₂ →
 /// BN → act] → project 1×1 → BN, + skip by `skip`. A DW kernel of 0 omits
 /// that DW (ExtraDW: both; IB: post only; ConvNeXt-like: pre only; FFN:

@@ -1,4 +1,4 @@
-//! The Vision Transformer's blocks (REFERENCE §2.12, §2.13, §4.7) as
+//! The Vision Transformer's blocks (docs/conventions.md §10, §11; docs/nets.md §8) as
 //! CertLayers: the patch embedding with its CLS token and learned positional
 //! embedding (`PatchEmbedSpec`, the leaf `ops::attention::PatchEmbed`), the
 //! pre-norm encoder block (`VitBlockSpec`: `x + MHSA(LN x)`, then
@@ -84,7 +84,7 @@ impl CertLayer for ClsToken {
 
 /// A residual sub-layer `x + branch(x)`: the one place a ViT block adds its
 /// skip; with `drop_path`, `x + keep[n]·branch(x)` with the sub-layer's own
-/// per-example keep input (REFERENCE §2.15: both sub-layers of a block are
+/// per-example keep input (docs/conventions.md §13: both sub-layers of a block are
 /// drop-path sites, each with its own draw at the block's keep probability).
 pub fn residual(branch: Chain, drop_path: bool) -> Box<dyn CertLayer> {
     Box::new(Residual {

@@ -154,7 +154,7 @@ impl CertLayer for Chain {
 }
 
 /// `y = body(x) + x`; with `drop_path`, stochastic depth as a graph input
-/// (REFERENCE §2.15): `y = x + keep[n]·body(x)` with `keep [N]` a
+/// (docs/conventions.md §13): `y = x + keep[n]·body(x)` with `keep [N]` a
 /// per-example input, the layer's last parameter (local name
 /// [`KEEP_NAME`]; 1/p or 0 at train time, p the keep probability; keep 1 is
 /// the plain skip). Backward: `dx = body.back(keep⊙dy) + dy`, the body's

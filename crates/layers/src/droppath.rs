@@ -1,4 +1,4 @@
-//! Stochastic depth ("drop path", REFERENCE §2.15) as graph inputs: the
+//! Stochastic depth ("drop path", docs/conventions.md §13) as graph inputs: the
 //! keep input's name (the residual whose branch it scales is
 //! `combinators::Residual::with_drop_path`), the linear ramp of keep probabilities over a net's
 //! drop-path blocks, and the host-side draw of the keep scales. The keep
@@ -21,7 +21,7 @@ use ir::{DenseData, FuncBuilder, OpKind, TensorType, ValueId};
 pub const KEEP_NAME: &str = "drop_path";
 
 /// The keep probability of each of `blocks` drop-path blocks at maximum drop
-/// rate `rate`: the linear ramp `1 − rate·i/(blocks−1)` (REFERENCE §2.15:
+/// rate `rate`: the linear ramp `1 − rate·i/(blocks−1)` (docs/conventions.md §13:
 /// ConvNeXt-T `1 − 0.1·i/17`; ViT's two sub-layers of block i share
 /// `1 − 0.1·i/11`). One block gets `1 − rate`.
 pub fn keep_ramp(blocks: usize, rate: f64) -> Vec<f64> {

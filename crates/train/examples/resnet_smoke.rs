@@ -1,4 +1,4 @@
-//! Training smoke test of ResNet-34 (issue 9 part 5): 30 AdamW steps of the
+//! Training smoke test of ResNet-34: 30 AdamW steps of the
 //! rendered, certified train step at 64×64 input, K = 10, on a fixed batch of
 //! 8 random images with fixed random labels, so the loss must fall (the net
 //! memorises the batch). Parameters are He-normal as the trainer draws them

@@ -1,4 +1,4 @@
-//! The host schedule (REFERENCE §6.2): the learning rate of update t (linear
+//! The host schedule (docs/conventions.md §16): the learning rate of update t (linear
 //! warmup, then cosine decay), the AdamW bias corrections and the running-BN
 //! EMA momentum. t counts optimizer updates, 1-based.
 
@@ -33,9 +33,9 @@ pub fn bn_momentum(t: u64) -> f32 {
     }
 }
 
-/// The default peak learning rate of each optimizer (REFERENCE §8.1 tuned
-/// values: SGD 0.1, Nesterov 0.02, AdamW 1e-3; §6.3: TF-RMSProp 0.045, the
-/// MobileNetV2 peak; LAMB 8e-3, timm's RSB-A3 peak, which REFERENCE does not
+/// The default peak learning rate of each optimizer (docs/training.md §4 tuned
+/// values: SGD 0.1, Nesterov 0.02, AdamW 1e-3; TF-RMSProp 0.045, the
+/// MobileNetV2 peak; LAMB 8e-3, timm's RSB-A3 peak, which the reference project does not
 /// give).
 pub fn default_lr(opt: layers::trainstep::Optimizer) -> f64 {
     use layers::trainstep::Optimizer::*;

@@ -49,8 +49,8 @@ pub fn div_up(a: f64, b: f64) -> f64 {
 
 /// `k` one-ulp nudges outward. The enclosure of a std f64 library function
 /// (exp, ln, tanh, sqrt) takes 3: its result is within 1 ulp of the real
-/// value (the libm accuracy the analysis assumes for f64, stated in the
-/// README), one more covers the rounding of the argument's own arithmetic.
+/// value (the libm accuracy the analysis assumes for f64, stated in
+/// docs/bound.md), one more covers the rounding of the argument's own arithmetic.
 pub fn widen(lo: f64, hi: f64, k: usize) -> (f64, f64) {
     let (mut l, mut h) = (lo, hi);
     for _ in 0..k {

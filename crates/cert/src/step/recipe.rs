@@ -1,4 +1,4 @@
-//! The train-step tie of a recipe (REFERENCE §6.3): TF-RMSProp and LAMB
+//! The train-step tie of a recipe (docs/training.md §2): TF-RMSProp and LAMB
 //! tails, global-norm clipping, no-decay groups, gradient accumulation, the
 //! EMA shadow and the BCE loss. At a random point (two for accumulation: a
 //! cycle's first micro-batch, akeep = aup = 0, and its last, akeep = aup = 1)

@@ -159,7 +159,7 @@ pub fn certify_layer(layer: &dyn CertLayer, input: &TensorType, opts: &TieOption
 
 /// True when every op of `m` maps rationals to rationals (so the exact scalar
 /// can evaluate it): no exp/log/sqrt/rsqrt/tanh/logistic/erf/trig/power, and
-/// none of the special functions or next_after of issue 21.
+/// none of the special functions or next_after.
 pub fn module_is_rational(m: &Module) -> bool {
     irrational_ops(m).is_empty()
 }

@@ -84,7 +84,7 @@ fn comp_and_residual_are_certified() {
 }
 
 /// `compose` with the second layer's backward evaluated at x instead of the
-/// first layer's output (REFERENCE §3.3's injected bug).
+/// first layer's output (docs/conventions.md §14's injected bug).
 struct CompAtWrongPoint(Shift, Relu);
 impl CertLayer for CompAtWrongPoint {
     fn name(&self) -> String {

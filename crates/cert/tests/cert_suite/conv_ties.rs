@@ -1,7 +1,7 @@
 //! Ties of the conv family (conv2d, depthwise, dense, bias_add, GAP, flatten):
 //! every catalog case certified with exact evidence, the catalog's total time,
 //! and the negative controls the ops carry — realistic shape-preserving
-//! backward bugs from REFERENCE §2 that the tie must refute, each next to its
+//! backward bugs from docs/conventions.md §2–§13 that the tie must refute, each next to its
 //! certified twin.
 
 use crate::common::{check_case, check_control, check_controls, checked_control, controls_named};
@@ -63,7 +63,7 @@ fn catalog_covers_batches_non_square_and_kernels() {
     }
 }
 
-/// Forward pads and output sizes against REFERENCE §2.1–2.3.
+/// Forward pads and output sizes against docs/conventions.md §2–§4.
 #[test]
 fn geometry_matches_the_reference_forms() {
     use layers::ops::conv::axis_geometry;
@@ -120,14 +120,14 @@ fn conv_catalog() -> Vec<layers::ops::OpCase> {
     layers::ops::conv::catalog()
 }
 
-/// REFERENCE §2.2 / fact 4: the XLA-SAME input VJP written with the weight
+/// docs/conventions.md §3: the XLA-SAME input VJP written with the weight
 /// VJP's shift direction, `[p−1, p+1]` instead of `[p+1, p−1]`.
 #[test]
 fn xla_same_input_vjp_with_weight_vjp_padding_is_refuted() {
     checked_control(&conv_catalog(), "conv2d", "input VJP pad [p−1, p+1]");
 }
 
-/// REFERENCE §2.1 / fact 2: the even kernel's transposed pad mirrored, at k=2
+/// docs/conventions.md §2: the even kernel's transposed pad mirrored, at k=2
 /// and k=4.
 #[test]
 fn even_kernel_input_vjp_with_mirrored_split_is_refuted() {
@@ -206,7 +206,7 @@ fn forward_f64(layer: &Conv2d, x: &[i64; 4], xs: &[f64], ws: &[f64]) -> den::Ten
     ev.outputs[0].as_float().expect("float").clone()
 }
 
-/// REFERENCE §2.2/§2.3, fact 3: symmetric stride 2 keeps the even phase of the
+/// docs/conventions.md §3, §4: symmetric stride 2 keeps the even phase of the
 /// stride-1 SAME conv, XLA-SAME (even input, odd k ≥ 3) the odd phase, the
 /// 4×4/s4 patchify phase 1 of 4; at odd inputs XLA-SAME is symmetric.
 #[test]

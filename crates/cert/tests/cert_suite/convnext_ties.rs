@@ -1,9 +1,9 @@
-//! ConvNeXt certified end to end (issue 15): the block ties (stem, block,
+//! ConvNeXt certified end to end: the block ties (stem, block,
 //! downsample, head) at N = 1, 2, 3 on non-square inputs; whole-net ties of
 //! a narrow ConvNeXt-T (the T's depths at widths 8…64) at N = 1, 2, 3 and of
 //! the real ConvNeXt-T at 32², all kink-free with f64 evidence (the
 //! strongest a tanh/rsqrt path allows: exact arithmetic does not apply);
-//! every parameter tie of the AdamW step; the issue's four negative
+//! every parameter tie of the AdamW step; the four negative
 //! controls, each injected into ONE layer of the net (built by the net's own
 //! block code) and refuted by the net certificate beside its certified twin;
 //! and stochastic depth: the drop-path chain and step certified with the
@@ -355,8 +355,8 @@ fn control_downsample_weight_vjp_with_its_pad_mirrored_is_refuted() {
 
 #[test]
 fn control_stem_input_vjp_reading_right_aligned_windows_is_refuted() {
-    // The 4×4/s4 stem reads the left-aligned windows [4i, 4i+3] (REFERENCE
-    // §2.3): its input VJP pads the upsampled cotangent [3, 0]. Mirrored,
+    // The 4×4/s4 stem reads the left-aligned windows [4i, 4i+3]
+    // (docs/conventions.md §4): its input VJP pads the upsampled cotangent [3, 0]. Mirrored,
     // [0, 3], it is the VJP of windows [4i−3, 4i] (right-aligned at 4i).
     let net = control_net();
     let conv = conv_of(&net, "stem");

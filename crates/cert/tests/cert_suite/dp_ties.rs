@@ -1,4 +1,4 @@
-//! The data-parallel step (REFERENCE §6.4) against the single-device step of
+//! The data-parallel step (docs/conventions.md §18) against the single-device step of
 //! the same NetSpec: the split identity R × B = 1 × R·B (no true-batch BN),
 //! the duplicated-batch identity (BN nets), replica agreement, exactly over
 //! `FrozenExact` and to rounding in f64 and on the native f32 kernels; with

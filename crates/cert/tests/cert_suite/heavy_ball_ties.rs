@@ -1,4 +1,4 @@
-//! The heavy-ball tail (REFERENCE §6.3, the ImageNet recipe: coupled L2
+//! The heavy-ball tail (docs/training.md §2, the ImageNet recipe: coupled L2
 //! `g ← wd·θ + g`, `v' = μ·v + g`, `θ' = θ − lr·v'`, wd 1e-4, μ 0.9) under
 //! the train-step tie, with negative controls: decay decoupled from the
 //! velocity, the L2 term dropped, and Nesterov's tail under heavy-ball's name.
@@ -148,7 +148,7 @@ fn heavy_ball_with_decoupled_decay_is_refuted() {
 }
 
 /// Negative control: a Nesterov tail renamed to heavy-ball's function (same
-/// signature) is refuted: the guarded distinction of §6.3.
+/// signature) is refuted: the guarded distinction of docs/training.md §2.
 #[test]
 fn nesterov_tail_under_the_heavy_ball_name_is_refuted() {
     let net = tiny(Some(BnWorld::PerExample));

@@ -356,7 +356,7 @@ fn upper_branch_taken(r: &TieReport) -> usize {
 
 #[test]
 fn control_relu6_backward_without_the_upper_mask_is_refuted_in_the_net() {
-    // The requirement: the net certificate's coverage exercises the
+    // The requirement: the net certificate's coverage exercises the
     // upper branch (some pre-activation above 6), so the mask that forgets
     // it is seen. At 112², N = 2 the BN outputs of the wide early stages
     // pass 6 at the sampled points.
@@ -497,7 +497,7 @@ fn control_one_blocks_skip_gradient_dropped_is_refuted() {
 #[test]
 fn control_expand_bn_backward_in_the_per_example_world_is_refuted() {
     // MobileNetV2's blocks.3 expand BN: forward over N·H·W, backward over
-    // the H·W of each example (REFERENCE §2.10's two-worlds hazard).
+    // the H·W of each example (docs/conventions.md §8's two-worlds hazard).
     let net = mobilenetv2_width(10, (32, 32), 8);
     let swap = |honest: bool| {
         move |name: &str, layer: Box<dyn CertLayer>| -> Box<dyn CertLayer> {

@@ -1,4 +1,4 @@
-//! Depthwise-family train steps and drift guards (issue 14 §3): every
+//! Depthwise-family train steps and drift guards: every
 //! parameter tie of the rendered AdamW and heavy-ball steps of MobileNetV2,
 //! EfficientNet-B0 and MobileNetV4-Conv-M (at width 4, 32²: the same
 //! tensors, names and blocks as the paper's nets); the eval forward differs
@@ -137,7 +137,7 @@ fn set_padding(net: &mut NetSpec, to: Padding) {
     }
 }
 
-/// REFERENCE §2.2: at an even input, XLA-SAME stride 2 pads the forward
+/// docs/conventions.md §3: at an even input, XLA-SAME stride 2 pads the forward
 /// `[p−1, p]` (odd k) and the strided depthwise input VJP `[p+1, p−1]`;
 /// symmetric pads `[p, p]` and `[p, p]`. The expected pads are written from
 /// the reference's table, not from the conv geometry code.

@@ -1,4 +1,4 @@
-//! Depthwise-family block ties (issue 14 §3): every block kind of
+//! Depthwise-family block ties: every block kind of
 //! MobileNetV2, EfficientNet-B0 and MobileNetV4-Conv-M — conv-BN-act stages,
 //! the inverted residual, MBConv with squeeze-excite, the fused-MBConv and
 //! the UIB in its four forms — tied to its VJP at each stride, with and

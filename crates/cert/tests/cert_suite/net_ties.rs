@@ -118,7 +118,7 @@ fn the_declared_net_is_certified_at_batch_1_2_3() {
 }
 
 /// A batch norm whose forward is in one world and whose backward is the
-/// backward of another: the train-step/eval split of REFERENCE §5.1 moved
+/// backward of another: the train-step/eval split of docs/conventions.md §20 moved
 /// inside one layer.
 struct BnWorldSwap {
     forward: BatchNorm,
@@ -207,7 +207,7 @@ fn a_per_example_bn_backward_under_a_batch_bn_forward_is_refuted() {
 }
 
 /// A chain that runs the backward of layer `at` at that layer's OUTPUT instead
-/// of its input (REFERENCE §3.3: typechecks for endomorphic layers, and is
+/// of its input (docs/conventions.md §14: typechecks for endomorphic layers, and is
 /// wrong).
 struct WrongActivation {
     chain: Chain,
@@ -336,8 +336,8 @@ fn drifted(net: &NetSpec, layer: &str, spec: LayerSpec) -> NetSpec {
 
 #[test]
 fn a_pool_that_drifted_between_train_and_eval_is_caught() {
-    // 2×2/s2 and 3×3/s2 pad 1 give the same shape on even inputs (REFERENCE
-    // §5.1): no type, arity or parameter audit sees the swap.
+    // 2×2/s2 and 3×3/s2 pad 1 give the same shape on even inputs
+    // (docs/conventions.md §20): no type, arity or parameter audit sees the swap.
     let pool3 = LayerSpec::MaxPool(MaxPoolSpec {
         window: 3,
         stride: 2,

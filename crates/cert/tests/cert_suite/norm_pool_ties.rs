@@ -1,7 +1,7 @@
 //! Ties of the pool, normalization, activation and loss ops (engineer L2's
 //! catalog entries): every case certified at the evidence level its catalog
 //! entry states, and every negative control its op carries — a
-//! shape-preserving backward bug from REFERENCE §2.8–2.13 — refuted while its
+//! shape-preserving backward bug from docs/conventions.md §7–§11 — refuted while its
 //! correct twin is certified. The named tests below check single controls and
 //! what is particular to them.
 

@@ -1,5 +1,5 @@
 //! The batch mean/var outputs of a ResNet train step are each batch norm's
-//! own statistics (issue 9), checked by value in the f64 reference evaluator:
+//! own statistics, checked by value in the f64 reference evaluator:
 //! the stem BN's against a hand-run 7×7/s2 convolution of the images, and
 //! all of them at once by feeding them to the eval forward as running
 //! statistics — which then reproduces the batch-statistics forward's logits

@@ -1,4 +1,4 @@
-//! ResNet ties (issue 9): the three residual blocks (identity basic,
+//! ResNet ties: the three residual blocks (identity basic,
 //! downsample basic with a 1×1/s2 projection, v1.5 bottleneck with
 //! projection) tied to their VJPs at small sizes with negative controls that
 //! inject real shape-preserving bugs; the whole-net tie of ResNet-34 and
@@ -261,7 +261,7 @@ fn control_identity_block_without_the_skip_in_dx_is_refuted() {
 }
 
 /// `l` whose backward normalises per example while its forward is in the
-/// Batch world (REFERENCE §2.10's two-worlds hazard).
+/// Batch world (docs/conventions.md §8's two-worlds hazard).
 fn backward_per_example(l: BatchNorm) -> ReplacedBackward<BatchNorm> {
     ReplacedBackward::new(
         l,
@@ -292,7 +292,7 @@ fn bottleneck_main_bn2_per_example(in_ch: i64, stride: i64) -> Chain {
 
 #[test]
 fn control_bottleneck_bn_backward_in_the_per_example_world_is_refuted() {
-    // REFERENCE §2.10's two-worlds hazard inside a block: the forward's bn2
+    // docs/conventions.md §8's two-worlds hazard inside a block: the forward's bn2
     // normalises over N·H·W, its backward over H·W of each example.
     let main = bottleneck_main_bn2_per_example(4, 2);
     let shortcut = Chain::new()
@@ -461,7 +461,7 @@ fn control_whole_net_with_a_wrong_block_backward_is_refuted_and_localised() {
     assert_eq!(refuted_block(&r), "dstem.bn.gamma");
 }
 
-/// The 224² whole-net ties (issue 9's figure); about a minute each in a
+/// The 224² whole-net ties; about a minute each in a
 /// release build on 2 cores: run with `cargo test --release -p cert --test
 /// resnet_ties -- --ignored`, or `certgrad certify resnet34 --batch 2`.
 #[test]

@@ -1,4 +1,4 @@
-//! `check-vjp` through the special functions of issue 21: the `jax.vjp`
+//! `check-vjp` through the special functions: the `jax.vjp`
 //! backward of f(x, y) = atan2(y, x)·lgamma(x² + ½) + digamma(cosh x + ¼) +
 //! asinh(y)·sinh(y/2) (JAX differentiates with x/(x²+y²), digamma, sinh,
 //! polygamma(1, ·), rsqrt, cosh), both exported by jax 0.10.2, is certified;

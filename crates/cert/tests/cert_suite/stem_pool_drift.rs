@@ -1,4 +1,4 @@
-//! Issue 9 part 3, "the drift cannot happen" (REFERENCE §5): the ResNet stem
+//! "The drift cannot happen" (docs/conventions.md §20): the ResNet stem
 //! pool's window, stride and padding live only in the NetSpec.
 //!
 //! (a) The reference's drifts — the 2×2/s2 backward under the 3×3/s2 pad-1
@@ -104,7 +104,7 @@ fn pool(g: (i64, i64, i64), form: PoolBackward) -> MaxPool {
 // (a) The drifts, refuted by the leaf tie and the whole-net tie.
 
 /// The 3×3/s2 pad-1 forward paired with the 2×2/s2 backward (same shapes at
-/// even inputs): the R34 drift of REFERENCE §5.1.
+/// even inputs): the R34 drift of docs/conventions.md §20.
 fn tiled_backward(form: PoolBackward) -> ReplacedBackward<MaxPool> {
     ReplacedBackward::new(
         pool(STEM, form),

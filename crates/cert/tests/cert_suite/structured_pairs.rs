@@ -1,4 +1,4 @@
-//! `check-vjp` through the structured ops of issue 21: the VJP of a gather
+//! `check-vjp` through the structured ops: the VJP of a gather
 //! with duplicate indices (`jnp.take`, the integer-label cross-entropy's
 //! `take_along_axis`) is a scatter-add, and a backward whose scatter
 //! overwrites instead of adding — the classic bug at duplicate indices — is

@@ -1,4 +1,4 @@
-//! The recipe vocabulary under the train-step tie (REFERENCE §6.3, §8):
+//! The recipe vocabulary under the train-step tie (docs/training.md §2–§4):
 //! TF-RMSProp, LAMB, global-norm clipping, no-decay groups, the EMA shadow,
 //! gradient accumulation and the BCE loss, alone and in the combinations the
 //! reference's recipes use, each certified; and one negative control per
@@ -59,7 +59,7 @@ const WX: WdExclude = WdExclude {
     bias: true,
 };
 
-/// The recipes of REFERENCE §6.3/§8: MobileNetV2/EfficientNet (TF-RMSProp,
+/// The recipes of docs/training.md §2, §4: MobileNetV2/EfficientNet (TF-RMSProp,
 /// EMA), ResNet-50 RSB-A3 (LAMB, accumulation, BCE), ViT (AdamW, clip 1.0,
 /// no decay on norms and biases, EMA), and each modifier on its own.
 fn reference_recipes() -> Vec<(Optimizer, Recipe)> {

@@ -1,4 +1,4 @@
-//! ViT with stochastic depth (issue 15, REFERENCE §2.15) certified: each
+//! ViT with stochastic depth (docs/conventions.md §13) certified: each
 //! encoder block's two residual branches (attention, MLP) take their own
 //! per-example keep input, on the ViT ramp `1 − 0.1·⌊s/2⌋/11`. The keeps are
 //! inputs of the step, so the drop-path forward is a deterministic function:
@@ -45,7 +45,7 @@ fn drop_path_sites_are_both_branches_of_each_block_on_the_vit_ramp() {
     for (s, site) in sites.iter().enumerate() {
         let branch = if s % 2 == 0 { "attn" } else { "mlp" };
         assert_eq!(site.name, format!("blocks.{}.{branch}.drop_path", s / 2));
-        // REFERENCE §2.15, written out: 1 − 0.1·⌊s/2⌋/11.
+        // docs/conventions.md §13, written out: 1 − 0.1·⌊s/2⌋/11.
         let want = 1.0 - 0.1 * (s / 2) as f64 / 11.0;
         assert!((site.keep - want).abs() < 1e-15, "site {s}");
     }

@@ -1,10 +1,10 @@
-//! ViT certified end to end (issue 15, ViT half): the family's blocks — the
+//! ViT certified end to end: the family's blocks — the
 //! patch embedding with its CLS token and positional embedding, the CLS
 //! read-out, the pre-norm encoder block, the head — tied to their VJPs at
 //! N = 1, 2, 3 on non-square images; whole nets (a narrow ViT-Tiny at the
 //! paper's depth, and ViT-Tiny at full width) tied at small sizes with no
 //! kink sites; every parameter tie of the rendered AdamW step; and the
-//! issue's four negative controls, each injected into ONE layer of a real
+//! four negative controls, each injected into ONE layer of a real
 //! net (built by the same code as the net's own block) and refuted by the
 //! net certificate beside its certified twin (the same wrapper with the real
 //! backward).

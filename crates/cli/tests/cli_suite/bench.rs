@@ -26,7 +26,7 @@ fn json_of(out: &Output) -> serde_json::Value {
     })
 }
 
-/// FLOPs of cifar8's SGD step at batch `n`, from REFERENCE §4.1 by hand:
+/// FLOPs of cifar8's SGD step at batch `n`, from docs/nets.md §2 by hand:
 /// (convolutions, dense layers).
 ///
 /// A 3×3 stride-1 conv with padding 1 on an H×H map makes 3H − 2 real

@@ -1,4 +1,4 @@
-//! The bit-level ops of issue 21 on the evaluator's values: integer shifts,
+//! The bit-level ops on the evaluator's values: integer shifts,
 //! `chlo.mulhi`,
 //! popcnt and count_leading_zeros within the element's bit width,
 //! `bitcast_convert` (same-width and shape-changing, little-endian as XLA's

@@ -71,7 +71,7 @@ pub fn unary<S: Scalar>(u: UnaryOp, x: &Value<S>, out: ElemType) -> Result<Value
                 // where JAX-exported GELU multiplies it by a tiny x anyway.
                 UnaryOp::Erfc => map_float(t, out, |x: &S| Ok(S::one().sub(&x.erf()?))),
                 UnaryOp::Not => Err(Fail::msg("not is defined on integers and booleans only")),
-                // Issue 21.
+                // Bit-level and special functions.
                 UnaryOp::IsFinite | UnaryOp::IsInf | UnaryOp::IsNegInf | UnaryOp::IsPosInf => {
                     Ok(float_class(u, t))
                 }
@@ -305,7 +305,7 @@ pub fn binary<S: Scalar>(
                     BinaryOp::And | BinaryOp::Or | BinaryOp::Xor => {
                         return Err(Fail::msg("logical ops need integer or boolean operands"))
                     }
-                    // Issue 21.
+                    // The binary special functions.
                     BinaryOp::Atan2 => a.atan2(c)?,
                     BinaryOp::Polygamma => a.polygamma(c)?,
                     BinaryOp::Zeta => a.zeta(c)?,

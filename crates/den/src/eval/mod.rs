@@ -712,7 +712,7 @@ impl<'m> Interp<'m> {
                     &x, &s, &i, sa, selector, scatter, &mut body, dec,
                 )?)
             }
-            // Issue 21.
+            // The bit-level and library ops.
             OpKind::BitcastConvert => {
                 arity(1)?;
                 one(bits::bitcast_convert(
@@ -801,7 +801,7 @@ impl<'m> Interp<'m> {
             OpKind::Return | OpKind::FuncReturn => {
                 Err(Fail::msg("terminator in the middle of a block"))
             }
-            // Structured ops (issue 21): gather.rs, sort.rs, control.rs.
+            // Structured ops: gather.rs, sort.rs, control.rs.
             OpKind::Gather(a) => {
                 arity(2)?;
                 let (x, i) = (get(env, op.operands[0])?, get(env, op.operands[1])?);

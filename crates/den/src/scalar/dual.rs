@@ -187,7 +187,7 @@ impl<S: Scalar> Scalar for Dual<S> {
         }
         Ok(Dual::new(p, t))
     }
-    // Issue 21 functions: f(v) + f'(v)·t·ε.
+    // The special functions: f(v) + f'(v)·t·ε.
     fn tan(&self) -> Result<Self, NotExact> {
         let t = self.value.tan()?;
         let d = S::one().add(&t.mul(&t));

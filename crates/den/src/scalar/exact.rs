@@ -366,7 +366,7 @@ impl Scalar for Exact {
             o.describe()
         )))
     }
-    // Issue 21 functions: the rational cases, `NotExact` otherwise.
+    // The special functions: the rational cases, `NotExact` otherwise.
     fn tan(&self) -> Result<Self, NotExact> {
         self.rational_at("tan", &[(0, 0)])
     }

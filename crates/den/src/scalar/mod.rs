@@ -169,7 +169,7 @@ pub trait Scalar: Clone + Debug + Send + Sync + 'static {
         self.to_f64().is_finite()
     }
 
-    // Issue 21: trigonometric, hyperbolic and special functions, the bit-level
+    // Trigonometric, hyperbolic and special functions, the bit-level
     // float ops. Each default computes on the primal in f64 (`crate::special`
     // or std) and rounds once with `from_f64`: right for the float scalars,
     // which is why f64, f32 and Bf16 keep them. `Dual` overrides every one

@@ -8,13 +8,13 @@
 
 mod common;
 mod elem_types;
+mod elementwise_chlo_ops;
 mod eval_ops;
 mod fast_agreement;
 mod fast_conv_forms;
 mod fast_f64;
 mod fast_pool2d;
 mod inline_calls;
-mod issue21_ops;
 mod non_finite;
 mod replica;
 mod scalars;

@@ -1,4 +1,4 @@
-//! The structured ops of issue 21 on the generic evaluator, each against
+//! The structured ops on the generic evaluator, each against
 //! values worked out by hand from the StableHLO specification: gather (clamped
 //! starts, batching dims, index_vector_dim = rank), scatter (duplicates
 //! accumulate in order, out-of-bounds windows skipped, an overwriting region,

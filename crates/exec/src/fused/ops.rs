@@ -95,7 +95,7 @@ pub(super) fn unary(u: UnaryOp, x: &[f32], out: &mut [f32]) {
         UnaryOp::Cosine => map1(x, out, |x| Scalar::cos(x).unwrap_or(f32::NAN)),
         UnaryOp::Erf => map1(x, out, |x| Scalar::erf(x).unwrap_or(f32::NAN)),
         UnaryOp::Erfc => map1(x, out, |x| 1.0 - Scalar::erf(x).unwrap_or(f32::NAN)),
-        // Issue 21: the float functions through the f32 scalar, as the
+        // The special functions through the f32 scalar, as the
         // generic evaluator computes them.
         UnaryOp::RoundNearestAfz => map1(x, out, Scalar::round_nearest_afz),
         UnaryOp::Tan | UnaryOp::ChloTan => map1(x, out, |x| Scalar::tan(x).unwrap_or(f32::NAN)),
@@ -145,7 +145,7 @@ pub(super) fn binary(b: BinaryOp, xy: impl Map2, out: &mut [f32]) {
         BinaryOp::Minimum => xy.map(out, min_f32),
         BinaryOp::Remainder => xy.map(out, |a, c| Scalar::rem(&a, &c)),
         BinaryOp::Power => xy.map(out, |a, c| Scalar::pow(&a, &c).unwrap_or(f32::NAN)),
-        // Issue 21.
+        // Inverse trigonometric and special functions.
         BinaryOp::Atan2 => xy.map(out, |a, c| Scalar::atan2(&a, &c).unwrap_or(f32::NAN)),
         BinaryOp::Polygamma => xy.map(out, |a, c| Scalar::polygamma(&a, &c).unwrap_or(f32::NAN)),
         BinaryOp::Zeta => xy.map(out, |a, c| Scalar::zeta(&a, &c).unwrap_or(f32::NAN)),

@@ -21,7 +21,7 @@ use ir::testgen::{random_func, random_module};
 use ir::{ElemType, Module, TensorType, Visibility};
 use layers::trainstep::{render_step, Optimizer, Rendered, SlotKind, StepOptions};
 
-/// The bound, norm-wise per output.
+/// The agreement bound, norm-wise per output.
 pub(crate) const REL: f64 = 1e-5;
 /// Element-wise bound (relative, floor 1e-2·max|b|); see the module docs.
 pub(crate) const REL_ELEM: f64 = 1e-3;

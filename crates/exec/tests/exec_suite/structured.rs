@@ -1,4 +1,4 @@
-//! The executor on the structured ops of issue 21, as JAX exports them:
+//! The executor on the structured ops, as JAX exports them:
 //! loops (`fori_loop`, `scan`) whose bodies call `@closed_call` (inlined, the
 //! body becomes a sub-plan of fused loops and kernels), `case`/`if` whose
 //! branches read outer values, nested loops, and gather / scatter / sort

@@ -1,4 +1,4 @@
-//! Result-type rules of the bit-level and library ops issue 21 added:
+//! Result-type rules of the bit-level and library ops:
 //! bitcast_convert (same width, or a trailing dimension gained or consumed),
 //! reduce_precision, get_dimension_size, chlo.top_k and triangular_solve,
 //! each following its constraints in the StableHLO (or CHLO) specification.

@@ -1,4 +1,4 @@
-//! Result-type rules of the structured ops (issue 21): gather, scatter,
+//! Result-type rules of the structured ops: gather, scatter,
 //! dynamic_slice, dynamic_update_slice, while, case, if, sort, map and
 //! optimization_barrier, each following its constraints in the StableHLO
 //! specification (the ones that decide the result type or that evaluation

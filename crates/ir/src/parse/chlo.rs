@@ -1,5 +1,5 @@
 //! CHLO's type spelling (`: A, B -> R`, `: T -> (V, I)`), `chlo.top_k`, and the
-//! pretty forms of the bit-level StableHLO ops that came with them in issue 21:
+//! pretty forms of the bit-level StableHLO ops that JAX prints beside them:
 //! `stablehlo.bitcast_convert %x : (A) -> R`,
 //! `stablehlo.reduce_precision %x, format = e8m7 : T`,
 //! `stablehlo.get_dimension_size %x, dim = 0 : (A) -> tensor<i32>`.
@@ -11,7 +11,7 @@ use crate::types::TensorType;
 
 impl Parser<'_> {
     /// The pretty form of an op this file owns; `None` for any other name.
-    pub(super) fn pretty_issue21_op(&mut self, name: &str) -> PResult<Option<OpParts>> {
+    pub(super) fn pretty_chlo_op(&mut self, name: &str) -> PResult<Option<OpParts>> {
         let parts = match name {
             "stablehlo.bitcast_convert" => {
                 let operands = self.operands()?;

@@ -125,7 +125,7 @@ impl Parser<'_> {
                     dimensions: a.i64_array("dimensions")?,
                 },
                 "stablehlo.optimization_barrier" => OpKind::OptimizationBarrier,
-                // Issue 21.
+                // The bit-level and library ops.
                 "stablehlo.bitcast_convert" => OpKind::BitcastConvert,
                 "stablehlo.reduce_precision" => OpKind::ReducePrecision {
                     exponent_bits: a.int_attr("exponent_bits")?,
@@ -409,7 +409,7 @@ impl Attrs<'_, '_> {
         Ok(OpKind::Call { callee })
     }
 
-    // Structured ops (issue 21).
+    // Structured ops.
 
     /// An optional boolean attribute (`true`/`false`, or unit = true); absent is false.
     fn flag(&mut self, key: &str) -> PResult<bool> {

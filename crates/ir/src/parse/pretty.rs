@@ -27,7 +27,7 @@ impl Parser<'_> {
             };
             return Ok(Self::simple(OpKind::Binary(b), operands, outs, extra));
         }
-        if let Some(parts) = self.pretty_issue21_op(name)? {
+        if let Some(parts) = self.pretty_chlo_op(name)? {
             return Ok(parts);
         }
         match name {

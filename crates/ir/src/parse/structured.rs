@@ -1,4 +1,4 @@
-//! The structured ops' own syntax (issue 21): the `#stablehlo.gather<…>` and
+//! The structured ops' own syntax: the `#stablehlo.gather<…>` and
 //! `#stablehlo.scatter<…>` dimension numbers, and the pretty forms JAX prints
 //! for `stablehlo.while(%iterArg = %x, …) : T, … cond {…} do {…}`,
 //! `stablehlo.dynamic_slice %x, %i, %j, sizes = […] : …`,

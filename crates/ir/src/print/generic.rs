@@ -114,7 +114,7 @@ fn inherent_attrs(kind: &OpKind, result_ty: Option<&TensorType>) -> Vec<(String,
             }
         }
         OpKind::Call { callee } => put("callee", symbol(callee)),
-        // Issue 21.
+        // The bit-level and library ops.
         OpKind::ReducePrecision {
             exponent_bits,
             mantissa_bits,

@@ -219,7 +219,7 @@ impl FuncPrinter<'_> {
                 "stablehlo.optimization_barrier {args}{ex} : {}",
                 self.operand_types(op).join(", ")
             ),
-            // Issue 21.
+            // The bit-level and library ops.
             OpKind::BitcastConvert => format!(
                 "stablehlo.bitcast_convert {args}{ex} : {}",
                 self.functional(op)

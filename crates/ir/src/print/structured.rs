@@ -1,4 +1,4 @@
-//! The structured ops' own spellings (issue 21): the pretty `stablehlo.while`
+//! The structured ops' own spellings: the pretty `stablehlo.while`
 //! form JAX prints, and the `#stablehlo.gather<…>` / `#stablehlo.scatter<…>`
 //! dimension numbers of the generic form (empty lists left out, as MLIR does).
 

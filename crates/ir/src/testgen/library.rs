@@ -1,13 +1,13 @@
-//! The generator of the bit-level and library ops issue 21 added:
+//! The generator of the bit-level and library ops:
 //! bitcast_convert (every width relation), reduce_precision,
 //! get_dimension_size, triangular_solve and chlo.top_k.
 
 use super::ops::Gen;
 use super::*;
 
-/// Issue 21: bitcast_convert, reduce_precision, get_dimension_size, chlo.top_k.
+/// The bit-level and library ops: bitcast_convert, reduce_precision, get_dimension_size, chlo.top_k.
 impl Gen<'_> {
-    pub(super) fn issue21_op(&mut self) {
+    pub(super) fn library_op(&mut self) {
         match self.rng.below(5) {
             0 => self.bitcast_convert(),
             1 => self.reduce_precision(),

@@ -141,7 +141,7 @@ impl Gen<'_> {
             19 => self.select_and_scatter(),
             20 => self.all_reduce(),
             21 => self.call(),
-            // Structured ops (issue 21), in testgen/structured.rs.
+            // Structured ops, in testgen/structured.rs.
             22 => self.gather(),
             23 => self.scatter(),
             24 => self.dynamic_slice(),
@@ -151,9 +151,9 @@ impl Gen<'_> {
             28 => self.sort(),
             29 => self.map(),
             30 => self.optimization_barrier(),
-            // Elementwise/CHLO ops of issue 21.
-            31 => self.issue21_op(),
-            // Twice the unary weight: issue 21 doubled the unary ops.
+            // The bit-level and library ops.
+            31 => self.library_op(),
+            // Twice the unary weight: there are twice as many unary ops.
             32 => self.unary(),
             _ => self.binary(),
         }

@@ -1,4 +1,4 @@
-//! The generator's structured ops (issue 21): gather, scatter, dynamic_slice,
+//! The generator's structured ops: gather, scatter, dynamic_slice,
 //! dynamic_update_slice, while, case, if, sort, map and optimization_barrier,
 //! each drawn well typed, with index constants that reach past both ends of
 //! the operand (so the clamping and skipping rules are exercised) and loops

@@ -6,8 +6,8 @@
 //! FILE::`). parse_fuzz stays its own binary (tests/parse_fuzz.rs): it swaps
 //! the process-wide panic hook and runs for a wall-clock budget.
 
+mod elementwise_chlo_syntax;
 mod infer;
-mod issue21_syntax;
 mod parse;
 mod parse_speed;
 mod passes;

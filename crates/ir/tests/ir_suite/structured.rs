@@ -1,4 +1,4 @@
-//! The structured ops of issue 21 (gather, scatter, dynamic_slice,
+//! The structured ops (gather, scatter, dynamic_slice,
 //! dynamic_update_slice, while, case, if, sort, map, optimization_barrier,
 //! multi-operand reduce): each parsed from the text JAX prints (pretty form
 //! where JAX has one, generic otherwise) and from the generic form, both giving

@@ -17,7 +17,7 @@ pub trait BlockSpec {
     /// Field checks before anything is built or allocated; the error names the field (`stride`, `eps`, …) and what was expected.
     fn validate(&self) -> Result<(), FieldError>;
     /// How many residual branches of this block take a stochastic-depth keep
-    /// input when the net is built with drop path (REFERENCE §2.15); a block
+    /// input when the net is built with drop path (docs/conventions.md §13); a block
     /// opts in by answering ≥ 1 and wrapping those branches when
     /// `BuildCtx::drop_path` is set. None by default.
     fn drop_path_sites(&self) -> usize {

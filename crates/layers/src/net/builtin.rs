@@ -1,5 +1,5 @@
-//! The built-in nets: the cifar8 family (REFERENCE §4.1) and ResNet-34/50
-//! (§4.2–4.3) at any class count and input size, and the catalog the CLI
+//! The built-in nets: the cifar8 family (docs/nets.md §2) and ResNet-34/50
+//! (docs/nets.md §3) at any class count and input size, and the catalog the CLI
 //! names them by.
 
 use super::sizes::Sizes;
@@ -8,7 +8,7 @@ use crate::ops::conv::Padding;
 use crate::ops::norm::BnWorld;
 use crate::ops::pool::PoolBackward;
 
-/// The cifar8 family (REFERENCE §4.1): four stages of conv3×3(bias) → [BN] →
+/// The cifar8 family (docs/nets.md §2): four stages of conv3×3(bias) → [BN] →
 /// ReLU, twice, then max pool 2×2/s2; channels 16,16 | 16,16 | 32,32 | 32,32;
 /// flatten 128; dense 128→d→ReLU→d→ReLU→10.
 ///
@@ -77,7 +77,7 @@ pub fn cifar8(name: &str, head: i64, bn: Option<BnWorld>) -> NetSpec {
     }
 }
 
-/// The ResNet stem (REFERENCE §4.2): conv 7×7/s2 symmetric pad 3, bias-free
+/// The ResNet stem (docs/nets.md §3): conv 7×7/s2 symmetric pad 3, bias-free
 /// → BN → max pool 3×3/s2 pad 1 → ReLU.
 ///
 /// The pool is emitted before the ReLU, as in `cifar8`: conv→BN→ReLU→pool and
@@ -130,7 +130,7 @@ fn resnet_head(classes: i64) -> Vec<(String, LayerSpec)> {
     ]
 }
 
-/// ResNet-34 (REFERENCE §4.2) at `classes` outputs and an `hw` input: the
+/// ResNet-34 (docs/nets.md §3) at `classes` outputs and an `hw` input: the
 /// stem, `[3, 4, 6, 3]` basic blocks at 64/128/256/512 channels (the first
 /// block of stages 2–4: 3×3/s2 and a 1×1/s2 projection + BN skip), GAP, dense.
 /// True batch-stat BN, ε 1e-5 (`NetSpec::with_every_bn_in` gives the
@@ -158,7 +158,7 @@ pub fn resnet34_width(classes: i64, hw: (i64, i64), width: i64) -> NetSpec {
     })
 }
 
-/// ResNet-50 v1.5 (REFERENCE §4.3): the ResNet-34 stem and head around
+/// ResNet-50 v1.5 (docs/nets.md §3): the ResNet-34 stem and head around
 /// `[3, 4, 6, 3]` bottlenecks with outputs 256/512/1024/2048 (width out/4).
 /// The first block of every stage projects (stage 1: 64→256 at stride 1);
 /// stages 2–4 stride in the first block's 3×3 and its projection.
@@ -288,7 +288,8 @@ mod tests {
         }
     }
 
-    /// The counts are REFERENCE §4.2–4.3's (issue 9), not computed here.
+    /// The counts are the reference project's (docs/nets.md §3), not computed
+    /// here.
     #[test]
     fn resnet_parameter_counts_match_the_reference() {
         let r34 = by_name("resnet34").unwrap();

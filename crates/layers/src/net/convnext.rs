@@ -1,4 +1,4 @@
-//! ConvNeXt as tables (REFERENCE §4.6): ConvNeXt-T and -S at any class count
+//! ConvNeXt as tables (docs/nets.md §7): ConvNeXt-T and -S at any class count
 //! and input size, their names (`convnext-t`, `convnext-t-k1000`,
 //! `convnext-s-k1000`, `convnext-t-k10-32x32`), and the `BlockSpec` of each
 //! block kind of `crate::blocks_convnext`. Conventions: 4×4/s4 symmetric
@@ -195,7 +195,7 @@ pub fn convnext(v: ConvNextVariant, classes: i64, hw: (i64, i64)) -> NetSpec {
     }
 }
 
-/// ConvNeXt-T (REFERENCE §4.6).
+/// ConvNeXt-T (docs/nets.md §7).
 pub fn convnext_t(classes: i64, hw: (i64, i64)) -> NetSpec {
     convnext(CONVNEXT_T, classes, hw)
 }
@@ -240,7 +240,7 @@ mod tests {
             .count()
     }
 
-    /// The integers (REFERENCE §4.6), not computed here.
+    /// The reference project's integers (docs/nets.md §7), not computed here.
     #[test]
     fn parameter_counts_match_the_reference() {
         let t = by_name("convnext-t").unwrap();

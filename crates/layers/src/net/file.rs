@@ -1,4 +1,4 @@
-//! The file form of a NetSpec (README "Declaring a net"): TOML or JSON text
+//! The file form of a NetSpec (docs/nets.md §1): TOML or JSON text
 //! that IS the NetSpec's serde form, read and checked before anything is
 //! built or allocated, with errors that name the file, line and field; and
 //! the writer that turns any net (every built-in) into such a file.

@@ -1,4 +1,4 @@
-//! The depthwise family as tables (REFERENCE §4.4, §4.5, §4.8):
+//! The depthwise family as tables (docs/nets.md §4, §5, §6):
 //! MobileNetV2, EfficientNet-B0 and MobileNetV4-Conv-M at any class count,
 //! input size and channel width, their names (`mobilenetv2`,
 //! `efficientnet-b0-k1000`, `mobilenetv4-conv-m-k10-64x64`), and the
@@ -165,7 +165,7 @@ fn width_ok(width: i64) -> bool {
     matches!(width, 4 | 8 | 16 | 32)
 }
 
-/// MobileNetV2 (REFERENCE §4.4) at full width.
+/// MobileNetV2 (docs/nets.md §4) at full width.
 pub fn mobilenetv2(classes: i64, hw: (i64, i64)) -> NetSpec {
     mobilenetv2_width(classes, hw, STEM)
 }
@@ -218,7 +218,7 @@ pub fn mobilenetv2_width(classes: i64, hw: (i64, i64), width: i64) -> NetSpec {
     net("mobilenetv2", classes, hw, width, layers)
 }
 
-/// EfficientNet-B0 (REFERENCE §4.5) at full width.
+/// EfficientNet-B0 (docs/nets.md §5) at full width.
 pub fn efficientnet_b0(classes: i64, hw: (i64, i64)) -> NetSpec {
     efficientnet_b0_width(classes, hw, STEM)
 }
@@ -271,7 +271,7 @@ pub fn efficientnet_b0_width(classes: i64, hw: (i64, i64), width: i64) -> NetSpe
     net("efficientnet-b0", classes, hw, width, layers)
 }
 
-/// MobileNetV4-Conv-M (REFERENCE §4.8) at full width.
+/// MobileNetV4-Conv-M (docs/nets.md §6) at full width.
 pub fn mobilenetv4_conv_m(classes: i64, hw: (i64, i64)) -> NetSpec {
     mobilenetv4_conv_m_width(classes, hw, STEM)
 }
@@ -391,8 +391,8 @@ pub fn by_name(name: &str) -> Option<NetSpec> {
 mod tests {
     use super::*;
 
-    /// The integers (REFERENCE §4.4, §4.5, §4.8), not computed here;
-    /// MobileNetV2's tensor count (REFERENCE gives none) is counted by hand:
+    /// The reference project's integers (docs/nets.md §4, §5, §6), not computed here;
+    /// MobileNetV2's tensor count (the reference project states none) is counted by hand:
     /// stem 3 + the t = 1 block 6 + 16 blocks × 9 + head 3 + fc 2 = 158.
     #[test]
     fn parameter_counts_match_the_reference() {
@@ -432,7 +432,7 @@ mod tests {
         );
     }
 
-    /// The geometry of REFERENCE §4.4/4.5/4.8: 224 → 112 at the stem, 7×7
+    /// The geometry of docs/nets.md §4, §5, §6: 224 → 112 at the stem, 7×7
     /// before the head; the stem XLA-SAME, the strided blocks XLA-SAME in
     /// MobileNetV2 and symmetric in the other two.
     #[test]

@@ -122,7 +122,7 @@ layer_kinds! {
     Residual(ResidualSpec),
 }
 
-/// A net. Its file form (README "Declaring a net") is this struct's serde
+/// A net. Its file form (docs/nets.md §1) is this struct's serde
 /// form: every field required, unknown fields refused.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(deny_unknown_fields)]

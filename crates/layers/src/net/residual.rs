@@ -1,4 +1,4 @@
-//! The ResNet block kinds of a net (REFERENCE §4.2–4.3): the basic block and
+//! The ResNet block kinds of a net (docs/nets.md §3): the basic block and
 //! the v1.5 bottleneck, each a payload of typed conventions implementing
 //! `BlockSpec` and built as a `crate::blocks::ResidualBlock`.
 

@@ -1,4 +1,4 @@
-//! The Vision Transformers as tables (REFERENCE §4.7): ViT-Tiny, ViT-S and
+//! The Vision Transformers as tables (docs/nets.md §8): ViT-Tiny, ViT-S and
 //! ViT-B at any class count, image size (a multiple of the patch), patch size
 //! and width, their names (`vit-tiny`, `vit-tiny-k1000`,
 //! `vit-tiny-k10-32x32-p4`, `vit-s-k1000`), and the `BlockSpec` of each
@@ -54,7 +54,7 @@ impl BlockSpec for VitBlockSpec {
         at_least("mlp", self.mlp, 1)?;
         positive_eps("eps", self.eps)
     }
-    /// Both residual branches (attention and MLP), REFERENCE §2.15.
+    /// Both residual branches (attention and MLP), docs/conventions.md §13.
     fn drop_path_sites(&self) -> usize {
         2
     }
@@ -195,7 +195,7 @@ pub fn by_name(name: &str) -> Option<NetSpec> {
 mod tests {
     use super::*;
 
-    /// The integers (REFERENCE §4.7 for ViT-Tiny; timm's published
+    /// The reference project's integers (docs/nets.md §8 for ViT-Tiny; timm's published
     /// counts for ViT-S/16 and ViT-B/16 at K = 1000), not computed here.
     /// 200 tensors: patch embed 4, per block 2 LNs × 2 + 4 projections × 2 +
     /// the MLP's 4, head LN 2 and dense 2.

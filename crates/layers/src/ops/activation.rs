@@ -1,4 +1,4 @@
-//! Pointwise activations (REFERENCE §2.11): ReLU, ReLU6, sigmoid, swish and
+//! Pointwise activations (docs/conventions.md §9): ReLU, ReLU6, sigmoid, swish and
 //! tanh-form GELU — each a [`Pointwise`] definition (forward emitter,
 //! derivative emitter, kinks) that the one generic pointwise CertLayer turns
 //! into a layer — their catalog cases and their negative controls.

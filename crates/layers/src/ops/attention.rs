@@ -1,5 +1,5 @@
 //! Transformer token ops: multi-head self-attention (`MultiHeadSelfAttention`,
-//! REFERENCE §2.13) and the ViT patch embedding (`PatchEmbed`, §2.3/§4.7),
+//! docs/conventions.md §11) and the ViT patch embedding (`PatchEmbed`, docs/conventions.md §4; docs/nets.md §8),
 //! each with its hand-written backward map, plus the token-level emission
 //! helpers they are built from (dense over the last axis, head split/merge,
 //! per-head matmul, row softmax and its VJP); their catalog cases and negative
@@ -15,7 +15,7 @@ use ir::{ConvAttrs, ConvDims, DotDims, FuncBuilder, TensorType, UnaryOp, ValueId
 // ---------------------------------------------------------------------------
 
 /// `y = x·W + b` over the last axis of `x` (`[…, in]`, W `[in, out]`, b `[out]`):
-/// the REFERENCE §1 dense convention (weights stored [in, out]).
+/// the docs/conventions.md §1 dense convention (weights stored [in, out]).
 pub fn dense_last_axis(
     fb: &mut FuncBuilder,
     x: ValueId,
@@ -57,7 +57,7 @@ pub fn dense_last_axis_back(
 
 /// `[N,T,D] → [N,H,T,d]`: the D axis cut into H contiguous chunks of
 /// d = D/H (head h owns features `h·d .. (h+1)·d`, exactly the slicing of
-/// REFERENCE §2.13), heads moved next to the batch axis.
+/// docs/conventions.md §11), heads moved next to the batch axis.
 pub fn split_heads(fb: &mut FuncBuilder, x: ValueId, heads: i64) -> EmitResult<ValueId> {
     let s = fb.shape(x);
     let (n, t, d) = (s[0], s[1], s[2]);
@@ -96,7 +96,7 @@ pub fn head_matmul(
 }
 
 /// Softmax over the last axis, `exp(z) / Σ exp(z)` with NO max subtraction
-/// (REFERENCE §2.13 / fact 11: the reference render does not stabilise).
+/// (docs/conventions.md §11: the reference render does not stabilise).
 pub fn softmax_rows(fb: &mut FuncBuilder, z: ValueId) -> EmitResult<ValueId> {
     let shape = fb.shape(z);
     let last = shape.len() as i64 - 1;
@@ -654,7 +654,7 @@ fn patch() -> PatchEmbed {
 }
 
 /// Patch embedding whose dpos takes example 0's cotangent only (the classic
-/// "per-example descriptor at batch N" slip, REFERENCE §3.5).
+/// "per-example descriptor at batch N" slip, docs/conventions.md §14).
 fn patch_pos_from_first_example(pe: PatchEmbed) -> ReplacedBackward<PatchEmbed> {
     ReplacedBackward::new(pe, "dpos = dy[0]", |l, fb, x, p, s, dy| {
         let mut g = l.backward(fb, x, p, s, dy)?;

@@ -2,7 +2,7 @@
 //! padding; odd and even kernels) and `DepthwiseConv2d`, the two
 //! configurations of one `GroupedConv2d` (groups 1, or one per channel) whose
 //! per-axis geometry, forward and hand-written closed-form backward map
-//! (REFERENCE §2.1–2.5) they share; the conv catalog and its negative controls.
+//! (docs/conventions.md §2–§5) they share; the conv catalog and its negative controls.
 //!
 //! One geometry drives forward and backward. Per spatial axis of size `n`,
 //! with kernel `k`, stride `s` and forward pad `[lo, hi]`, the forward reads
@@ -106,8 +106,8 @@ pub fn forward_pad(
         (Padding::Symmetric, s) => Err(layer_err(format!(
             "conv: symmetric padding is defined for stride 1, 2 and the 4×4/s4 patchify, not k={k} s={s}"
         ))),
-        // XLA-SAME stride 2 on an even input is decimateOdd ∘ conv (REFERENCE
-        // §2.2): output i reads rows 2i+1+kh−p, so the pad is [p−1, k−1−p] for
+        // XLA-SAME stride 2 on an even input is decimateOdd ∘ conv
+        // (docs/conventions.md §3): output i reads rows 2i+1+kh−p, so the pad is [p−1, k−1−p] for
         // every k ([−1, 0] at k=1 crops: the odd phase, as the reference defines
         // it). At odd inputs XLA SAME is symmetric, which the general rule gives.
         (Padding::XlaSame, 2) if n % 2 == 0 => Ok((p - 1, k - 1 - p)),
@@ -144,7 +144,7 @@ pub fn axis_geometry(
     let input_pad = (k - 1 - lo, room - input_trailing);
     // Weight VJP: result length (n + lo + hi_w) − ext + 1 = k. Odd kernels
     // keep the trailing zeros (extent s·out), even kernels drop them (extent
-    // s·(out−1)+1, §2.2 sWGradGeom); add zeros only if hi_w would go negative.
+    // s·(out−1)+1, docs/conventions.md §3 sWGradGeom); add zeros only if hi_w would go negative.
     let ext0 = s * (out - 1) + 1;
     let hi_w0 = k - 1 + ext0 - n - lo;
     let preferred = if k % 2 == 1 { s - 1 } else { 0 };
@@ -652,8 +652,8 @@ pub fn catalog() -> Vec<OpCase> {
 }
 
 // ---------------------------------------------------------------------------
-// Negative controls: realistic shape-preserving backward bugs from REFERENCE
-// §2, each next to its certified twin.
+// Negative controls: realistic shape-preserving backward bugs from
+// docs/conventions.md §2–§13, each next to its certified twin.
 
 /// A conv control at `shape` with `conv`'s configuration.
 fn conv_control(
@@ -670,7 +670,7 @@ fn conv_control(
 fn conv_controls() -> Vec<NegativeControl> {
     use Padding::{Symmetric as Sym, XlaSame as Xla};
     let mut controls = Vec::new();
-    // REFERENCE §2.2 / fact 4: the XLA-SAME input VJP written with the weight
+    // docs/conventions.md §3: the XLA-SAME input VJP written with the weight
     // VJP's shift direction, `[p−1, p+1]` instead of `[p+1, p−1]` (same total,
     // same shape).
     let c = conv(3, 2, Xla, 2, 2, true);
@@ -684,7 +684,7 @@ fn conv_controls() -> Vec<NegativeControl> {
         }),
         &["dx"],
     ));
-    // REFERENCE §2.1 / fact 2: at an even kernel the transposed pad `[k−1−p, p]`
+    // docs/conventions.md §2: at an even kernel the transposed pad `[k−1−p, p]`
     // is not symmetric; the "odd-kernel by habit" split `[p, k−1−p]` keeps the
     // shape and is wrong (k=2: [0,1] for [1,0]; k=4: [1,2] for [2,1]).
     for (k, shape) in [(2, [1, 2, 4, 5]), (4, [2, 1, 5, 6])] {

@@ -1,7 +1,7 @@
 //! Affine and reshaping ops around the convs: `Dense` (W stored [in, out]),
 //! `BiasAdd` (per-channel bias on NCHW), `GlobalAvgPool` (NCHW → [N, C]) and
 //! `Flatten` (NCHW → [N, C·H·W]), each with its hand-written backward map
-//! (REFERENCE §2.6, §2.7), their catalog and negative controls.
+//! (docs/conventions.md §6), their catalog and negative controls.
 
 use crate::combinators::ReplacedBackward;
 use crate::emit::{Emit, EmitResult};

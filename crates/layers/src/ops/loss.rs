@@ -1,4 +1,4 @@
-//! Softmax and the softmax cross-entropy loss (REFERENCE §2.13): the mean loss
+//! Softmax and the softmax cross-entropy loss (docs/conventions.md §11): the mean loss
 //! over a batch of logits against a target distribution, with optional label
 //! smoothing, and the row softmax; the binary cross-entropy loss (a sigmoid
 //! per class, mean over B·K, the RSB-A3 loss); each with its closed-form

@@ -1,4 +1,4 @@
-//! Normalization layers (REFERENCE §2.10, §2.12): batch norm in its three
+//! Normalization layers (docs/conventions.md §8, §10): batch norm in its three
 //! worlds (per-example, true batch, frozen eval statistics) and layer norm (row
 //! over the last dim, channel over C per position). Every world uses biased
 //! variance and `istd = rsqrt(var + ε)`; the backward recomputes the
@@ -125,7 +125,7 @@ pub fn affine_backward(
     Ok((ghat, dgamma, dbeta))
 }
 
-/// Which statistics batch norm normalizes with (REFERENCE §2.10: never mix).
+/// Which statistics batch norm normalizes with (docs/conventions.md §8: never mix).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum BnWorld {

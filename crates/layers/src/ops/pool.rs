@@ -1,4 +1,4 @@
-//! Spatial max pooling over NCHW activations (REFERENCE §2.8, §2.9): the
+//! Spatial max pooling over NCHW activations (docs/conventions.md §7): the
 //! forward `reduce_window` max with −∞ padding, its kink site (unique argmax per
 //! window) and its accumulating backward in two emitted forms (`PoolBackward`):
 //! one `select_and_scatter`, or shifted compare/select/pad sums for engines

@@ -1,5 +1,5 @@
-//! Per-channel multiplicative scales: ConvNeXt's layer scale γ (REFERENCE
-//! §2.14, `y = γ ⊙ x` before the residual add) with its hand-written
+//! Per-channel multiplicative scales: ConvNeXt's layer scale γ
+//! (docs/conventions.md §12, `y = γ ⊙ x` before the residual add) with its hand-written
 //! backward map, its catalog cases and its negative control.
 
 use super::{NegativeControl, OpCase};

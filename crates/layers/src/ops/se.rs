@@ -1,6 +1,6 @@
 //! Multiplicative gating: the `ElementwiseProduct` combinator (product rule,
-//! REFERENCE §2.14 / §3.1) and EfficientNet's squeeze-and-excitation block
-//! `SqueezeExcite` (§2.14), each with its hand-written backward map; their
+//! docs/conventions.md §12) and EfficientNet's squeeze-and-excitation block
+//! `SqueezeExcite` (docs/conventions.md §12), each with its hand-written backward map; their
 //! catalog cases and negative controls.
 
 use super::activation::Relu;
@@ -96,8 +96,8 @@ impl CertLayer for ElementwiseProduct {
 
 /// EfficientNet SE on NCHW `[N,C,H,W]`: `s = GAP(x)` `[N,C]` → dense (W1 `[C,r]`,
 /// b1) → swish → dense (W2 `[r,C]`, b2) → sigmoid gate `[N,C]` →
-/// `y = x ⊙ broadcast(gate)`. Both dense layers keep their biases (REFERENCE
-/// §2.14); `reduced` is r. Globally smooth: no kink sites.
+/// `y = x ⊙ broadcast(gate)`. Both dense layers keep their biases
+/// (docs/conventions.md §12); `reduced` is r. Globally smooth: no kink sites.
 pub struct SqueezeExcite {
     pub ch: i64,
     pub reduced: i64,

@@ -1,4 +1,4 @@
-//! The rendered train step and eval forward of a NetSpec (REFERENCE §6): one
+//! The rendered train step and eval forward of a NetSpec (docs/conventions.md §15–§19): one
 //! StableHLO function `x, θ…, m…, v…, lr, bc1, bc2, [running stats], onehot →
 //! θ', m', v', loss, bc1, bc2, [batch stats]` whose forward is the NetSpec's
 //! `chain_with_loss()` forward, whose gradient is that chain's backward map at
@@ -6,7 +6,7 @@
 //! running stats → logits` from the same NetSpec in the Eval BN world. No layer
 //! logic lives here: the module only wires the CertLayers' emissions together,
 //! plus two whole-function passes of `ir::passes` (dead-op pruning, bf16
-//! operands for conv/dot). The data-parallel step (§6.4: R replicas, one
+//! operands for conv/dot). The data-parallel step (docs/conventions.md §18: R replicas, one
 //! `all_reduce` sum per parameter gradient, then ÷R, before the optimizer
 //! tail) is the same render with those two ops inserted.
 //!

@@ -1,4 +1,4 @@
-//! The typed train-step recipe (REFERENCE §6.3, §8): the modifiers around a
+//! The typed train-step recipe (docs/training.md §2–§4): the modifiers around a
 //! base optimizer tail — one global gradient-norm clip, no-decay parameter
 //! groups, an EMA shadow of the weights, gradient accumulation over
 //! micro-batches, and the loss (softmax-CE or BCE) — with their
@@ -16,11 +16,11 @@ use super::tails::{
 use crate::layer::LayerError;
 use ir::TensorType;
 
-/// The clip threshold c of the ViT recipe (REFERENCE §8.3: clip 1.0).
+/// The clip threshold c of the ViT recipe (docs/training.md §4: clip 1.0).
 pub const CLIP_NORM: f64 = 1.0;
-/// The δ in the clip factor `min(1, c/(√Σg² + δ))` (REFERENCE §6.3).
+/// The δ in the clip factor `min(1, c/(√Σg² + δ))` (docs/training.md §3).
 pub const CLIP_DELTA: f64 = 1e-6;
-/// The EMA decay ceiling (REFERENCE §6.2: 0.9999; the host warms it up as
+/// The EMA decay ceiling (docs/conventions.md §16: 0.9999; the host warms it up as
 /// `d = min(decay, (1+t')/(10+t'))`).
 pub const EMA_DECAY: f64 = 0.9999;
 
@@ -30,8 +30,8 @@ pub enum Loss {
     /// Softmax cross-entropy, mean over B, with the net's label smoothing.
     #[default]
     SoftmaxCe,
-    /// Binary cross-entropy, a sigmoid per class, mean over B·K (REFERENCE
-    /// §2.13: the RSB-A3 divisor 64000 = 64·1000).
+    /// Binary cross-entropy, a sigmoid per class, mean over B·K
+    /// (docs/conventions.md §11: the RSB-A3 divisor 64000 = 64·1000).
     Bce,
 }
 
@@ -132,7 +132,7 @@ pub struct Recipe {
     /// examples); when `aup` = 0, θ, m, v (and the shadow) pass through.
     pub accumulate: Option<u32>,
     pub loss: Loss,
-    /// Stochastic depth at this maximum drop rate (REFERENCE §2.15): every
+    /// Stochastic depth at this maximum drop rate (docs/conventions.md §13): every
     /// drop-path site of the net takes a per-example keep input `dp{i} [B]`
     /// (the net's linear ramp; the host draws the scales each step).
     pub drop_path: Option<f64>,
@@ -371,7 +371,7 @@ pub fn default_decay(opt: Optimizer) -> Option<f64> {
     }
 }
 
-/// The update formula of a base tail (REFERENCE §6.3), for help texts and
+/// The update formula of a base tail (docs/training.md §2), for help texts and
 /// headers.
 pub fn tail_formula(opt: Optimizer) -> &'static str {
     match opt {

@@ -23,9 +23,9 @@ pub struct StepOptions {
     pub optimizer: Optimizer,
     /// The modifiers around it and the loss (default: none, softmax-CE).
     pub recipe: Recipe,
-    /// bf16 operands for convolution and dot_general (REFERENCE §6.5).
+    /// bf16 operands for convolution and dot_general (docs/conventions.md §19).
     pub bf16: bool,
-    /// Data-parallel replicas R (REFERENCE §6.4). With R > 1 the batch of the
+    /// Data-parallel replicas R (docs/conventions.md §18). With R > 1 the batch of the
     /// signature is the per-replica batch; each parameter gradient is summed
     /// over the replicas by one `stablehlo.all_reduce` and divided by R before
     /// the optimizer tail. Everything else is per replica: batch-norm
@@ -123,8 +123,8 @@ pub fn step_chain(net: &NetSpec, recipe: &Recipe) -> Result<crate::Chain, LayerE
 /// `batch`, with its signature and the forward's layer spans. With
 /// `opts.bf16`, every convolution and dot_general takes bf16 operands
 /// (converted from f32) and accumulates into an f32 result, while master
-/// weights, optimizer state and every other op stay f32 (REFERENCE §6.5);
-/// with `opts.replicas` > 1, the data-parallel step (§6.4). The max pools'
+/// weights, optimizer state and every other op stay f32 (docs/conventions.md §19);
+/// with `opts.replicas` > 1, the data-parallel step (docs/conventions.md §18). The max pools'
 /// backward form is the net's own (`NetSpec::with_pool_backward`).
 pub fn render_step(net: &NetSpec, batch: i64, opts: &StepOptions) -> Result<Rendered, LayerError> {
     let (opt, bf16, replicas) = (opts.optimizer, opts.bf16, opts.replicas);
@@ -341,7 +341,7 @@ fn replica_mean(fb: &mut FuncBuilder, g: ValueId, replicas: usize) -> Result<Val
     Ok(fb.div(summed, r)?)
 }
 
-/// Global-norm clipping (REFERENCE §6.3): `s = Σ_tensors Σ g²`, one factor
+/// Global-norm clipping (docs/training.md §3): `s = Σ_tensors Σ g²`, one factor
 /// `min(1, c/(√s + 1e-6))` multiplying every gradient; with `per_tensor`
 /// (a negative control's bug) each tensor's own norm instead.
 fn clip_global(

@@ -1,8 +1,8 @@
-//! The packed signatures of the rendered functions (REFERENCE §6.1): which
+//! The packed signatures of the rendered functions (docs/conventions.md §15): which
 //! slot of a train step or eval forward carries what, derived from the
 //! NetSpec alone; the renderer and the train-step tie both read slot
 //! positions from here. A recipe's EMA shadow and accumulator are extra
-//! regions after v (REFERENCE §6.1), its host scalars (`emad`, `oemad`,
+//! regions after v (docs/conventions.md §15), its host scalars (`emad`, `oemad`,
 //! `aup`, `akeep`) follow bc2.
 
 use super::{Optimizer, StepOptions};
@@ -55,7 +55,7 @@ pub struct Slot {
     pub ty: TensorType,
 }
 
-/// The signature of a train step (§6.1), derived from the NetSpec alone; the
+/// The signature of a train step (docs/conventions.md §15), derived from the NetSpec alone; the
 /// renderer and the train-step tie both read slot positions from here.
 #[derive(Clone, Debug, PartialEq)]
 pub struct StepSignature {
@@ -104,7 +104,7 @@ pub fn batch_bn_sites(net: &NetSpec) -> Result<Vec<BnSite>, LayerError> {
         .collect())
 }
 
-/// The packed train-step signature of `net` at batch `batch` (§6.1).
+/// The packed train-step signature of `net` at batch `batch` (docs/conventions.md §15).
 pub fn step_signature(
     net: &NetSpec,
     batch: i64,

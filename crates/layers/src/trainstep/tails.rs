@@ -1,4 +1,4 @@
-//! The optimizer tails of a train step (REFERENCE §6.3): the update formulas
+//! The optimizer tails of a train step (docs/training.md §2): the update formulas
 //! of SGD, Nesterov, AdamW, heavy-ball momentum, TF-RMSProp and LAMB, one
 //! parameter at a time, after the gradient, and their hyperparameters.
 
@@ -31,10 +31,10 @@ pub const RMSPROP_EPS: f64 = 1.0;
 pub const RMSPROP_WEIGHT_DECAY: f64 = 4e-5;
 /// LAMB ε, OUTSIDE the square root (β1, β2 are AdamW's).
 pub const LAMB_EPS: f64 = 1e-6;
-/// LAMB weight decay inside r. Not in REFERENCE: timm's RSB-A3 value.
+/// LAMB weight decay inside r. Not a reference-project value: timm's RSB-A3 one.
 pub const LAMB_WEIGHT_DECAY: f64 = 0.02;
 
-/// The optimizer tail after the gradient (REFERENCE §6.3).
+/// The optimizer tail after the gradient (docs/training.md §2).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Optimizer {
     /// `θ' = θ − lr·g`; m, v passed through.
@@ -117,7 +117,7 @@ impl Optimizer {
 /// The optimizer tail for one parameter: `(θ', m', v')`, with weight decay
 /// `wd` on this tensor (None: no decay ops; the decaying tails pass their
 /// default unless the recipe changes or excludes it). The formulas follow
-/// REFERENCE §6.3 literally, operation by operation, so a host replaying them
+/// docs/training.md §2 literally, operation by operation, so a host replaying them
 /// in the same order gets the same bits.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn tail(

@@ -1,4 +1,4 @@
-//! ConvNeXt as a file and as a render (issue 15): the shipped
+//! ConvNeXt as a file and as a render: the shipped
 //! `examples/nets/convnext-t.toml` IS the built-in `convnext-t` (same
 //! NetSpec, same rendered step text); a ConvNeXt block field that cannot be
 //! right is refused naming the file, line and field; and the drop-path

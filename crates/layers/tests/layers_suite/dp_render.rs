@@ -1,4 +1,4 @@
-//! The data-parallel render (REFERENCE §6.4): one `all_reduce` (sum over the
+//! The data-parallel render (docs/conventions.md §18): one `all_reduce` (sum over the
 //! replica group [[0, …, R−1]]) per parameter gradient, each read only by a
 //! ÷R, the single-device forward unchanged, the signature unchanged but for
 //! the `dp{B}x{R}` name, and the text round-tripping through the parser.

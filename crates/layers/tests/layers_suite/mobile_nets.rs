@@ -1,4 +1,4 @@
-//! The depthwise family as files (issue 14 §1–2): the shipped
+//! The depthwise family as files: the shipped
 //! `examples/nets/{mobilenetv2,efficientnet-b0,mobilenetv4-conv-m}.toml` ARE
 //! the built-in nets (same NetSpec, same rendered step text), and a file's
 //! depthwise block with a field that cannot be right is refused before

@@ -168,7 +168,7 @@ fn the_size_limit_is_stated_and_enforced() {
         .unwrap_err()
         .contains("CERTGRAD_MAX_FLOATS"));
     assert_eq!(SizeLimit::DEFAULT, 1 << 28);
-    // ResNet-50 at 224² fits the default (REFERENCE §4.3: 25,557,032 at K = 1000).
+    // ResNet-50 at 224² fits the default (docs/nets.md §3: 25,557,032 at K = 1000).
     let r50 = layers::net::by_name("resnet50-k1000").unwrap();
     assert_eq!(
         r50.check_size(SizeLimit::both(SizeLimit::DEFAULT))

@@ -88,7 +88,7 @@ fn named(layers: Vec<(&str, LayerSpec)>) -> Vec<(String, LayerSpec)> {
 }
 
 /// The `residual` form of a basic block or bottleneck, written out layer by
-/// layer from REFERENCE §4.2–4.3's description (not from `ResidualBlock`).
+/// layer from docs/nets.md §3's description (not from `ResidualBlock`).
 fn as_residual(in_ch: i64, spec: &LayerSpec) -> LayerSpec {
     let relu = || LayerSpec::Relu(ReluSpec {});
     let (main, out_ch, stride, project) = match spec {

@@ -1,4 +1,4 @@
-//! ResNet train steps and eval forwards carry every batch norm (issue 9):
+//! ResNet train steps and eval forwards carry every batch norm:
 //! one running mean/var input and one batch mean/var output per batch norm —
 //! the stem's and every one inside a block — in `bn_sites()` order; the eval
 //! forward reads the running statistics of all of them and reduces over no

@@ -23,7 +23,7 @@ fn step(net: &NetSpec, batch: i64, opt: Optimizer, bf16: bool) -> Module {
 
 #[test]
 fn packed_signature_arities_match_the_reference() {
-    // REFERENCE §6.1: cifar8 71 inputs / 69 outputs for every optimizer,
+    // docs/conventions.md §15: cifar8 71 inputs / 69 outputs for every optimizer,
     // cifar8-bn 119 / 117; batch-BN adds 2 running-stat inputs and 2
     // batch-stat outputs per BN layer (8 layers).
     for opt in Optimizer::ALL {

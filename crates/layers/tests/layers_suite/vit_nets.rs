@@ -1,4 +1,4 @@
-//! ViT as data and as rendered text (issue 15, ViT half): the shipped
+//! ViT as data and as rendered text: the shipped
 //! `examples/nets/vit-tiny.toml` IS the built-in net (same NetSpec, same
 //! rendered step), a file's ViT block with a field that cannot be right is
 //! refused naming the file, line and field; and the shape check — the

@@ -5,7 +5,7 @@
 //! render: the global batch is split into R shards, θ|m|v are replicated, θ'
 //! is taken from replica 0 (the others are checked against it), the loss is
 //! the mean over replicas. Around it the host does what
-//! REFERENCE §6.2 puts outside the graph: batches (per-epoch shuffle from the
+//! docs/conventions.md §16 puts outside the graph: batches (per-epoch shuffle from the
 //! seed, augmentation), the lr schedule and bias corrections, the running-BN
 //! EMA from the step's batch-stat outputs, evaluation with the rendered eval
 //! forward, the metrics log and the checkpoints that let a killed run resume
@@ -60,7 +60,7 @@ pub struct TrainConfig {
     pub lr: f64,
     pub warmup_epochs: f64,
     pub seed: u64,
-    /// bf16 operands for conv/dot in the step (REFERENCE §6.5).
+    /// bf16 operands for conv/dot in the step (docs/conventions.md §19).
     pub bf16: bool,
     /// Random-crop padding (0: off).
     pub crop_pad: usize,
@@ -75,7 +75,7 @@ pub struct TrainConfig {
     pub limit_train: Option<usize>,
     pub limit_test: Option<usize>,
     /// Data-parallel replicas R: `batch` is the global batch, split into R
-    /// shards of `batch / R` (BN statistics per shard, REFERENCE §6.4).
+    /// shards of `batch / R` (BN statistics per shard, docs/conventions.md §18).
     #[serde(default = "one_replica")]
     pub replicas: usize,
     /// The recipe around the optimizer tail, as the CLI spells it.
@@ -328,7 +328,7 @@ impl Session {
         };
         let mut state = initial_state(&net, &step.signature, cfg.seed)?;
         if optimizer == Optimizer::RmsProp {
-            // TF semantics: the mean square starts at 1 (REFERENCE §6.2).
+            // TF semantics: the mean square starts at 1 (docs/conventions.md §16).
             state.v.iter_mut().for_each(|v| v.fill(1.0));
         }
         Ok(Session {
@@ -450,8 +450,8 @@ impl Session {
         self.recipe.accumulate.map_or(1, u64::from)
     }
 
-    /// Certifies the rendered step (REFERENCE: the backward IS the VJP, the
-    /// tail IS the optimizer) at batch `cert_batch`: the very module trained
+    /// Certifies the rendered step (docs/certificates.md: the backward IS the
+    /// VJP, the tail IS the optimizer) at batch `cert_batch`: the very module trained
     /// with when `cert_batch` is the training batch, else the same renderer's
     /// output at that batch. With R > 1 the trained module adds the
     /// cross-replica mean, which a one-replica evaluation cannot tie: its

@@ -45,7 +45,7 @@ fn argmax(row: &[f32]) -> usize {
     best
 }
 
-/// The schedule scalars of one step (REFERENCE §6.2).
+/// The schedule scalars of one step (docs/conventions.md §16).
 struct HostScalars {
     lr: f64,
     bc: (f64, f64),
@@ -106,7 +106,7 @@ impl Session {
     }
 
     /// Logits of the eval forward on a batch of `cfg.batch` images.
-    /// Eval scores the EMA shadow when the recipe keeps one (REFERENCE §6.2).
+    /// Eval scores the EMA shadow when the recipe keeps one (docs/conventions.md §16).
     fn eval_logits(&mut self, x: Vec<f32>) -> Result<Vec<f32>, TrainError> {
         let weights = if self.state.shadow.is_empty() {
             &self.state.params

@@ -46,7 +46,7 @@ fn tiny_net_learns_with_the_rendered_step() {
     assert!(bytes.starts_with(b"\x89PNG") && bytes.len() > 5000);
 }
 
-/// ViT's training smoke (issue 15): a narrow ViT-Tiny (the paper's 12
+/// ViT's training smoke: a narrow ViT-Tiny (the paper's 12
 /// pre-norm blocks and 200 tensors at width 12, patch 4 on the 8×8 images:
 /// 4 patches + CLS) trained by its rendered, certified AdamW step on one
 /// fixed batch of 4 (one update an epoch, no augmentation) memorises it: the

@@ -1,5 +1,5 @@
 //! The host loop under a recipe: the state slots and host scalars a recipe
-//! adds are fed and taken back as REFERENCE §6.2 says — RMSProp's mean square
+//! adds are fed and taken back as docs/conventions.md §16 says — RMSProp's mean square
 //! starts at 1, the EMA shadow starts at θ and follows θ' with the warmed-up
 //! decay, accumulation leaves θ, m, v untouched until the cycle's last
 //! micro-batch — every new tail learns the tiny task, and a recipe run
@@ -193,7 +193,7 @@ fn evaluation_scores_the_ema_shadow_not_theta() {
     assert_eq!(back.evaluate().unwrap(), acc, "the resumed session's score");
 }
 
-/// Training smoke of ConvNeXt-T (issue 15) at 32² on a fixed batch: 8
+/// Training smoke of ConvNeXt-T at 32² on a fixed batch: 8
 /// examples of the embedded Fashion-MNIST subset (1 channel, padded 28 →
 /// 32), no augmentation, so every update sees the same batch; with
 /// stochastic depth the host draws the 18 keep inputs each step. The loss

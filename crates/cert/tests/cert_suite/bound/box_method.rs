@@ -321,7 +321,7 @@ fn a_tiny_nets_gradients_contain_f32_in_both_orders_where_no_mask_can_flip() {
         assert!(r.decision_count() > 0);
         // The loss bound is informative (below 10 % of the loss; measured at
         // these seeds: 2.4 %, 2.3 %, 6.6 %). The worst-case propagation makes
-        // the first layers' gradient bounds vacuous at this depth (README).
+        // the first layers' gradient bounds vacuous at this depth (docs/bound.md).
         assert!(
             r.outputs[0].non_vacuous(0.1),
             "loss bound {:e}",

@@ -1,4 +1,4 @@
-//! The text of the issue 21 elementwise and CHLO ops as jax 0.10.2 prints it
+//! The text of the extended elementwise and CHLO ops as jax 0.10.2 prints it
 //! (pretty form, `as_text()`, and the generic form of `get_asm(
 //! print_generic_op_form=True)`): both parse to the same module, which
 //! verifies, prints back to text that parses to it again, and prints stably.
@@ -137,7 +137,7 @@ const NEW_NAMES: [&str; 31] = [
 ];
 
 fn parse(src: &str) -> ir::Module {
-    let m = parse_module(src, "issue21.mlir").unwrap_or_else(|e| panic!("{e}\n{src}"));
+    let m = parse_module(src, "elementwise_chlo.mlir").unwrap_or_else(|e| panic!("{e}\n{src}"));
     verify_module(&m).unwrap_or_else(|e| panic!("{e}\n{src}"));
     m
 }

@@ -1,4 +1,4 @@
-//! The elementwise and CHLO ops of issue 21 on the generic evaluator, each
+//! The elementwise and CHLO ops of the extended op set on the generic evaluator, each
 //! against values derived by hand from the spec or from mathematics (known
 //! constants, identities, recurrences), with their edge values (NaN, ±0, ±∞,
 //! poles, shifts past the bit width); every differentiable op's dual tangent
@@ -34,7 +34,7 @@ fn module(params: &[&str], body: &str, results: &str) -> ir::Module {
         "module {{\n  func.func @main({}) -> ({results}) {{\n{body}\n  }}\n}}\n",
         ps.join(", ")
     );
-    parse_module(&src, "issue21.mlir").unwrap_or_else(|e| panic!("{e}\n{src}"))
+    parse_module(&src, "elementwise_chlo.mlir").unwrap_or_else(|e| panic!("{e}\n{src}"))
 }
 
 fn run<S: Scalar>(m: &ir::Module, inputs: Vec<Value<S>>) -> Vec<Value<S>> {
