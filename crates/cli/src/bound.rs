@@ -19,14 +19,16 @@ pub struct BoundArgs {
     /// A built-in net or a .toml/.json net file (its rendered step's loss and
     /// parameter gradients), or a .mlir file (any function).
     target: String,
-    /// Batch size of the net's step.
-    #[arg(long, default_value_t = 32)]
-    batch: i64,
+    /// Batch size of the net's step (default 32); a net only (a .mlir
+    /// function's shapes are its own).
+    #[arg(long)]
+    batch: Option<i64>,
     /// Bound the whole train step with this optimizer tail (sgd, adamw, …)
-    /// instead of its loss and gradients.
+    /// instead of its loss and gradients; a net only.
     #[arg(long, value_name = "OPTIMIZER")]
     step: Option<String>,
-    /// The bf16 render (bf16 conv/dot operands, u = 2⁻⁸; f32 accumulation).
+    /// The bf16 render (bf16 conv/dot operands, u = 2⁻⁸; f32 accumulation);
+    /// a net only.
     #[arg(long)]
     bf16: bool,
     /// Function of the .mlir file (default: @main, else the only public one).
@@ -52,7 +54,7 @@ pub struct BoundArgs {
     #[arg(long, default_value = "adjoint", value_parser = ["adjoint", "box"])]
     method: String,
     /// The adjoint tape's node budget (48 bytes a node); above it the box
-    /// bounds are reported.
+    /// bounds are reported. Not with `--method box` (no tape).
     #[arg(long, default_value_t = DEFAULT_TAPE_NODES)]
     tape_nodes: usize,
 }
@@ -68,6 +70,21 @@ fn run<M: Model>(a: &BoundArgs, v: &view::View) -> std::result::Result<BoundRepo
 /// What to bound: a module's function at a point, with output names.
 fn target(a: &BoundArgs) -> Result<(view::View, String)> {
     if a.target.ends_with(".mlir") {
+        // These flags choose how a net's step is rendered; a .mlir file is
+        // already rendered, and accepting them would bound something other
+        // than what they ask for.
+        let render_flags = [
+            (a.step.is_some(), "--step"),
+            (a.bf16, "--bf16"),
+            (a.batch.is_some(), "--batch"),
+        ];
+        if let Some((_, flag)) = render_flags.iter().find(|(given, _)| *given) {
+            bail!(
+                "{flag} chooses how a net's step is rendered; {} is a .mlir file, bounded as \
+                 written (its types and ops are its own)",
+                a.target
+            );
+        }
         let path = PathBuf::from(&a.target);
         let module = crate::load_module(&path)?;
         let f = match a.func.as_deref() {
@@ -131,8 +148,9 @@ fn target(a: &BoundArgs) -> Result<(view::View, String)> {
     if !a.at.is_empty() || a.func.is_some() {
         bail!("--at and --func are for a .mlir file; a net is bounded at its sampled step point");
     }
-    if a.batch < 1 {
-        bail!("--batch must be at least 1 (got {})", a.batch);
+    let batch = a.batch.unwrap_or(32);
+    if batch < 1 {
+        bail!("--batch must be at least 1 (got {batch})");
     }
     let net = layers::net::resolve(&a.target).map_err(|e| anyhow::anyhow!("{e}"))?;
     let bf = if a.bf16 { " (bf16)" } else { "" };
@@ -144,18 +162,15 @@ fn target(a: &BoundArgs) -> Result<(view::View, String)> {
                     layers::trainstep::Optimizer::names()
                 )
             })?;
-            let v = view::step_view(&net, a.batch, opt, a.bf16, a.seed)
+            let v = view::step_view(&net, batch, opt, a.bf16, a.seed)
                 .map_err(|e| anyhow::anyhow!("{e}"))?;
-            let what = format!("{}'s {} train step{bf}, batch {}", net.name, o, a.batch);
+            let what = format!("{}'s {} train step{bf}, batch {batch}", net.name, o);
             Ok((v, what))
         }
         None => {
-            let v = view::gradient_view(&net, a.batch, a.bf16, a.seed)
+            let v = view::gradient_view(&net, batch, a.bf16, a.seed)
                 .map_err(|e| anyhow::anyhow!("{e}"))?;
-            let what = format!(
-                "{}'s step{bf}: loss and gradients, batch {}",
-                net.name, a.batch
-            );
+            let what = format!("{}'s step{bf}: loss and gradients, batch {batch}", net.name);
             Ok((v, what))
         }
     }
@@ -209,6 +224,9 @@ fn median(mut v: Vec<f64>) -> Option<f64> {
 }
 
 pub fn bound(a: &BoundArgs) -> Result<()> {
+    if a.method == "box" && a.tape_nodes != DEFAULT_TAPE_NODES {
+        bail!("--tape-nodes budgets the adjoint method's tape; --method box records none");
+    }
     let (v, what) = target(a)?;
     let r = if a.halved_unit {
         run::<HalvedUnit>(a, &v)

@@ -14,6 +14,10 @@ pub struct CertifyArgs<'a> {
     pub op: Option<&'a str>,
     pub all_ops: bool,
     pub shape: Option<&'a [i64]>,
+    /// Probes per block and point (default: `TieOptions`'s).
+    pub probes: Option<usize>,
+    /// Smooth points per tie (default: `TieOptions`'s).
+    pub points: Option<usize>,
     pub seed: u64,
     pub json: Option<&'a Path>,
     /// Also run the negative controls of the chosen ops.
@@ -74,11 +78,27 @@ pub fn certify(args: &CertifyArgs) -> Result<u8> {
             c.config = format!("{} @ {:?}", c.config, shape);
         }
     }
-    let opts = TieOptions {
+    let mut opts = TieOptions {
         seed: args.seed,
         ..Default::default()
     };
+    if let Some(p) = args.probes {
+        opts.probes = p;
+    }
+    if let Some(p) = args.points {
+        opts.points = p;
+        // Kinks are resampled: leave room for them at every point.
+        opts.max_attempts = opts.max_attempts.max(2 * p);
+    }
     let t0 = Instant::now();
+    println!(
+        "at least {} point{} per tie (more while a branch is unexercised), {} probe{} per block and point, seed {}",
+        opts.points,
+        if opts.points == 1 { "" } else { "s" },
+        opts.probes,
+        if opts.probes == 1 { "" } else { "s" },
+        opts.seed
+    );
     println!(
         "{:<16} {:<44} {:<15} {:>6} {:<28} {:<9} {:>8}  verdict",
         "op", "config", "evidence", "probes", "min margin (site)", "branches", "time"

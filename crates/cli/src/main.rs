@@ -64,27 +64,30 @@ enum Command {
     Certify {
         /// A net to certify: a built-in name (see `certgrad nets`) or a net file.
         net: Option<String>,
-        /// Batch size N of the net's input [N,C,H,W].
-        #[arg(long, default_value_t = 1)]
+        /// NET only: batch size N of the net's input [N,C,H,W] (each op
+        /// configuration has its own input; --shape overrides it).
+        #[arg(long, default_value_t = 1, conflicts_with_all = ["op", "all_ops"])]
         batch: i64,
-        /// Adjoint-identity probes per block and point (nets: default 1).
+        /// Adjoint-identity probes per block and point (nets: default 1;
+        /// ops: default 2).
         #[arg(long)]
         probes: Option<usize>,
-        /// Smooth points to certify at (nets: default 1).
+        /// Smooth points to certify at (nets: default 1; ops: default 3).
         #[arg(long)]
         points: Option<usize>,
-        /// Certify one op family (e.g. conv2d, maxpool, batchnorm).
-        #[arg(long)]
+        /// Certify one op family (e.g. conv2d, maxpool, batchnorm); not with NET.
+        #[arg(long, conflicts_with = "net")]
         op: Option<String>,
-        /// Certify every op configuration of the catalog.
-        #[arg(long)]
+        /// Certify every op configuration of the catalog; not with NET.
+        #[arg(long, conflicts_with_all = ["net", "op"])]
         all_ops: bool,
         /// With --op or --all-ops: also run the ops' negative controls, each a
         /// backward bug that must be REFUTED while its correct twin certifies.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "net")]
         controls: bool,
-        /// Input shape override for --op, comma separated (e.g. 2,3,9,7).
-        #[arg(long, value_delimiter = ',')]
+        /// Input shape override for --op or --all-ops, comma separated (e.g.
+        /// 2,3,9,7); not with NET (a net's input is [--batch, C, H, W]).
+        #[arg(long, value_delimiter = ',', conflicts_with = "net")]
         shape: Option<Vec<i64>>,
         /// Seed of the sampled points and probes.
         #[arg(long, default_value_t = 0)]
@@ -265,7 +268,20 @@ struct Exit(u8);
 
 fn main() -> ExitCode {
     validate::quiet_broken_pipe();
-    let cli = Cli::parse();
+    let matches = <Cli as clap::CommandFactory>::command().get_matches();
+    let mut cli = match <Cli as clap::FromArgMatches>::from_arg_matches(&matches) {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
+    if let (Command::Train(a), Some(("train", m))) = (&mut cli.command, matches.subcommand()) {
+        a.given = m
+            .ids()
+            .filter(|id| {
+                m.value_source(id.as_str()) == Some(clap::parser::ValueSource::CommandLine)
+            })
+            .map(|id| id.to_string())
+            .collect();
+    }
     let checked =
         validate::memory_limit(cli.max_memory.as_deref()).and_then(|()| match &cli.command {
             Command::Certify {
@@ -327,6 +343,8 @@ fn main() -> ExitCode {
             all_ops,
             controls,
             shape,
+            probes,
+            points,
             seed,
             json,
             ..
@@ -334,6 +352,8 @@ fn main() -> ExitCode {
             op: op.as_deref(),
             all_ops,
             shape: shape.as_deref(),
+            probes,
+            points,
             seed,
             json: json.as_deref(),
             controls,
@@ -403,15 +423,18 @@ fn main() -> ExitCode {
             })
         }),
         Command::CertifyStep(a) => certify_step::certify_step(&a),
-        Command::Train(a) => validate::train(&a).and_then(|()| train::train(&a)),
+        Command::Train(a) => validate::train(&a)
+            .and_then(|()| a.engine.check_used(a.shadow_engine.as_deref()))
+            .and_then(|()| train::train(&a)),
         Command::Bench(a) => bench::bench(&a),
         Command::Bound(a) => bound::bound(&a),
         Command::Diff(a) => diff::diff(&a).and_then(|code| match code {
             0 => Ok(()),
             c => Err(Exit(c).into()),
         }),
-        Command::Eval(a) => train::eval(&a),
+        Command::Eval(a) => a.engine.check_used(None).and_then(|()| train::eval(&a)),
         Command::Run(a) => validate::run(a.repeat)
+            .and_then(|()| a.engine.check_used(None))
             .and_then(|()| a.engine.options())
             .and_then(|e| validate::rewrites(e, &a.without_rewrite, a.generic))
             .and_then(|e| run(&a, &e)),

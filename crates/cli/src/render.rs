@@ -73,6 +73,9 @@ impl RecipeArgs {
         if let Some(w) = self.weight_decay {
             v.push(format!("--weight-decay {w}"));
         }
+        if let Some(r) = self.drop_path {
+            v.push(format!("--drop-path {r}"));
+        }
         v
     }
 

@@ -32,6 +32,28 @@ pub struct EngineArgs {
 }
 
 impl EngineArgs {
+    /// `--pjrt-plugin` and `--iree-dir` configure one engine each: given
+    /// while neither `--engine` nor the shadow engine (`train --steps
+    /// --shadow-engine`) is that engine, they are refused by name.
+    pub fn check_used(&self, shadow: Option<&str>) -> Result<()> {
+        let uses = |kind: &str| self.engine == kind || shadow == Some(kind);
+        if self.pjrt_plugin.is_some() && !uses("pjrt") {
+            bail!(
+                "--pjrt-plugin names the plugin of the pjrt engine; --engine {} does not load one \
+                 (add --engine pjrt)",
+                self.engine
+            );
+        }
+        if self.iree_dir.is_some() && !uses("iree") {
+            bail!(
+                "--iree-dir locates the iree engine's tools; --engine {} does not run them \
+                 (add --engine iree)",
+                self.engine
+            );
+        }
+        Ok(())
+    }
+
     pub fn options(&self) -> Result<EngineOptions> {
         EngineOptions::from_cli(
             &self.engine,
@@ -95,7 +117,7 @@ pub struct TrainArgs {
     /// what is certified (and the output says so). --certify-batch B (the
     /// training batch) certifies the trained module whatever it costs; a
     /// smaller N a twin of the same renderer at N.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "no_certify")]
     pub certify_batch: Option<usize>,
     /// Random-crop padding in pixels (0: off).
     #[arg(long, default_value_t = 0)]
@@ -133,6 +155,11 @@ pub struct TrainArgs {
     /// are from the primary engine's; the primary's state carries on.
     #[arg(long, requires = "steps")]
     pub shadow_engine: Option<String>,
+    /// The ids of the arguments given on the command line (not defaulted),
+    /// filled in by `main` from clap's matches: with `--resume`, a run
+    /// setting given that differs from the stored one is refused by name.
+    #[arg(skip)]
+    pub given: Vec<String>,
 }
 
 #[derive(Args)]
@@ -213,6 +240,7 @@ pub fn train(a: &TrainArgs) -> Result<()> {
             );
         }
         check_resumed_recipe(&a.recipe, &s.cfg.recipe, &ck)?;
+        check_resumed_config(a, &s.cfg, &ck)?;
         eprintln!(
             "resuming {} at epoch {}, update {} (its stored config: {} epochs, batch {}, {})",
             out.display(),
@@ -428,6 +456,123 @@ fn check_resumed_recipe(
             "the tail's default weight decay",
         );
         return Err(differs(&format!("--weight-decay {w}"), theirs));
+    }
+    if let Some(r) = given.drop_path.filter(|r| Some(*r) != stored.drop_path) {
+        let theirs = show(
+            stored.drop_path.map(|r| format!("--drop-path {r}")),
+            "no stochastic depth",
+        );
+        return Err(differs(&format!("--drop-path {r}"), theirs));
+    }
+    Ok(())
+}
+
+/// A resumed run trains with its stored config (data, optimizer, epochs,
+/// batch, …); a setting given on the command line with `--resume` that
+/// differs from the stored one is an error naming the flag, one that repeats
+/// it is fine.
+fn check_resumed_config(a: &TrainArgs, stored: &TrainConfig, ck: &Path) -> Result<()> {
+    // A setting as the command line spells it.
+    let value = |flag: &str, v: String| format!("{flag} {v}");
+    let switch = |flag: &str, on: bool| {
+        if on {
+            flag.to_string()
+        } else {
+            format!("no {flag}")
+        }
+    };
+    let limit = |flag: &str, v: Option<usize>| match v {
+        Some(n) => format!("{flag} {n}"),
+        None => format!("no {flag}"),
+    };
+    let optimizer = layers::trainstep::Optimizer::parse(&a.optimizer)
+        .map_or(a.optimizer.clone(), |o| o.name().to_string());
+    // (clap id, as given, as stored)
+    let settings = [
+        (
+            "data",
+            value("--data", a.data.clone()),
+            value("--data", stored.data.clone()),
+        ),
+        (
+            "optimizer",
+            value("--optimizer", optimizer),
+            value("--optimizer", stored.optimizer.clone()),
+        ),
+        (
+            "epochs",
+            value("--epochs", a.epochs.to_string()),
+            value("--epochs", stored.epochs.to_string()),
+        ),
+        (
+            "batch",
+            value("--batch", a.batch.to_string()),
+            value("--batch", stored.batch.to_string()),
+        ),
+        (
+            "lr",
+            value("--lr", a.lr.map_or(String::new(), |x| x.to_string())),
+            value("--lr", stored.lr.to_string()),
+        ),
+        (
+            "warmup_epochs",
+            value("--warmup-epochs", a.warmup_epochs.to_string()),
+            value("--warmup-epochs", stored.warmup_epochs.to_string()),
+        ),
+        (
+            "seed",
+            value("--seed", a.seed.to_string()),
+            value("--seed", stored.seed.to_string()),
+        ),
+        (
+            "bf16",
+            switch("--bf16", a.bf16),
+            switch("--bf16", stored.bf16),
+        ),
+        (
+            "crop_pad",
+            value("--crop-pad", a.crop_pad.to_string()),
+            value("--crop-pad", stored.crop_pad.to_string()),
+        ),
+        (
+            "no_flip",
+            switch("--no-flip", a.no_flip),
+            switch("--no-flip", !stored.flip),
+        ),
+        (
+            "no_train_acc",
+            switch("--no-train-acc", a.no_train_acc),
+            switch("--no-train-acc", !stored.train_accuracy),
+        ),
+        (
+            "checkpoint_every",
+            value("--checkpoint-every", a.checkpoint_every.to_string()),
+            value("--checkpoint-every", stored.checkpoint_every.to_string()),
+        ),
+        (
+            "limit_train",
+            limit("--limit-train", a.limit_train),
+            limit("--limit-train", stored.limit_train),
+        ),
+        (
+            "limit_test",
+            limit("--limit-test", a.limit_test),
+            limit("--limit-test", stored.limit_test),
+        ),
+        (
+            "replicas",
+            value("--replicas", a.replicas.to_string()),
+            value("--replicas", stored.replicas.to_string()),
+        ),
+    ];
+    for (id, given, theirs) in settings {
+        if a.given.iter().any(|g| g == id) && given != theirs {
+            bail!(
+                "{given}: the run in {} was trained with {theirs}; a resumed run keeps its \
+                 stored settings (drop the flag, or start a new run with --out)",
+                ck.display()
+            );
+        }
     }
     Ok(())
 }

@@ -44,8 +44,10 @@ fn train_in(base: &Path, hang: bool) {
     .unwrap();
 }
 
-/// Child mode only (a no-op in a normal test run): train until update 17, hang.
+/// Child mode only: train until update 17, hang. Ignored in a normal run
+/// (it is not a test of its own); the SIGKILL test runs it with `--ignored`.
 #[test]
+#[ignore = "child process of the SIGKILL test, which runs it"]
 fn child_trains_until_killed() {
     if let Ok(base) = std::env::var(CHILD_ENV) {
         train_in(Path::new(&base), true);
@@ -58,8 +60,10 @@ const INTERRUPT_AT: u64 = 8;
 
 /// Child mode only: train with the CLI's SIGINT handler installed; at update
 /// 8 mark the spot and wait for SIGINT, which must end the run with a
-/// checkpoint and `TrainError::Interrupted`.
+/// checkpoint and `TrainError::Interrupted`. Ignored in a normal run; the
+/// SIGINT test runs it with `--ignored`.
 #[test]
+#[ignore = "child process of the SIGINT test, which runs it"]
 fn child_trains_until_interrupted() {
     let Ok(base) = std::env::var(INT_CHILD_ENV) else {
         return;
@@ -118,7 +122,12 @@ fn sigkill_mid_epoch_then_resume_reproduces_the_uninterrupted_run() {
     let base = temp_dir("kill-child");
     write_quadrant_idx(&base.join("data").tap_mkdir(), 48, 16);
     let mut child = Command::new(std::env::current_exe().unwrap())
-        .args(["child_trains_until_killed", "--exact", "--test-threads=1"])
+        .args([
+            "child_trains_until_killed",
+            "--exact",
+            "--ignored",
+            "--test-threads=1",
+        ])
         .env(CHILD_ENV, &base)
         .stdout(std::process::Stdio::null())
         .spawn()
@@ -202,6 +211,7 @@ fn sigint_mid_epoch_checkpoints_that_update_and_resume_reproduces_the_run() {
         .args([
             "child_trains_until_interrupted",
             "--exact",
+            "--ignored",
             "--test-threads=1",
         ])
         .env(INT_CHILD_ENV, &base)

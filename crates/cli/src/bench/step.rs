@@ -100,11 +100,13 @@ impl<'m> StepRunner<'m> {
     }
 }
 
+/// `--engine-plan` names the default, the compiled plan; clap refuses it
+/// beside `--generic`.
 fn pick_executor(a: &StepArgs) -> ExecutorKind {
-    if a.generic {
-        ExecutorKind::Eval
-    } else {
+    if a.engine_plan || !a.generic {
         ExecutorKind::Plan
+    } else {
+        ExecutorKind::Eval
     }
 }
 

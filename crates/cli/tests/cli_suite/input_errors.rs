@@ -307,7 +307,7 @@ fn render_eval_refuses_recipe_flags_by_name() {
 
 /// IDX files of `n` one-channel 8×8 images in 4 classes (content irrelevant:
 /// the runs below only need a checkpoint).
-fn write_idx(dir: &Path, split: &str, n: u32) {
+pub(crate) fn write_idx(dir: &Path, split: &str, n: u32) {
     let mut im = vec![0, 0, 8, 3];
     for d in [n, 8, 8] {
         im.extend(d.to_be_bytes());
@@ -363,6 +363,32 @@ fn resume_refuses_a_recipe_flag_that_disagrees_with_the_stored_recipe() {
         &mut train(&["--resume", "--accumulate", "2"]),
         &["--accumulate 2", "no accumulation"],
     );
+    refused(
+        &mut train(&["--resume", "--drop-path", "0.1"]),
+        &["--drop-path 0.1", "no stochastic depth"],
+    );
+    // The run's other settings too (every call above repeats its data,
+    // optimizer, epochs and batch, which resumes): a different one given
+    // with --resume is refused by name instead of being ignored.
+    for (flag, value, theirs) in [
+        ("--crop-pad", "4", "--crop-pad 0"),
+        ("--lr", "0.5", "--lr 0.001"),
+        ("--seed", "7", "--seed 0"),
+        ("--no-flip", "", "no --no-flip"),
+    ] {
+        let mut args = vec!["--resume", flag];
+        if !value.is_empty() {
+            args.push(value);
+        }
+        refused(
+            &mut train(&args),
+            &[
+                flag,
+                &format!("trained with {theirs}"),
+                "keeps its stored settings",
+            ],
+        );
+    }
 }
 
 #[cfg(unix)]

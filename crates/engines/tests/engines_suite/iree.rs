@@ -16,7 +16,7 @@ const STEP: &str = "func.func public @step(%a: tensor<2x3xf32>, %b: tensor<2x3xf
 }
 ";
 
-/// The engine with a fresh cache directory, or `None` (with a SKIP line)
+/// The engine with a fresh cache directory, or `None` (with a `SKIPPED:` line)
 /// when the tools are absent.
 fn engine(tag: &str) -> Option<IreeEngine> {
     match IreeEngine::locate(None) {
@@ -28,7 +28,7 @@ fn engine(tag: &str) -> Option<IreeEngine> {
             Some(e)
         }
         Err(err) => {
-            eprintln!("SKIP: IREE tools not found ({err})");
+            crate::skipped(&format!("IREE tools not found ({err})"));
             None
         }
     }

@@ -3,7 +3,7 @@
 //! with the native evaluator, `all_reduce` sums over 2 replicas, the plugin's
 //! own error text reaches the caller, and the cifar8-bbn SGD step at batch 32
 //! matches `den` f32 within 1e-4 norm-wise per output. Without a plugin every
-//! test says why on stderr and passes.
+//! test that needs one prints a `SKIPPED:` line saying why, and passes.
 
 use den::{eval_func, EvalOptions};
 use engines::host::{HostData, HostTensor};
@@ -17,10 +17,9 @@ fn client() -> Option<Client> {
             Some(plugin.client().expect("create a PJRT client"))
         }
         _ => {
-            eprintln!(
-                "SKIPPED: no PJRT plugin ({PLUGIN_ENV} unset); {}",
-                engines::pjrt::PLUGIN_HELP
-            );
+            crate::skipped(&format!(
+                "needs {PLUGIN_ENV} (a PJRT plugin .so, e.g. XLA's CPU libpjrt_cpu.so)"
+            ));
             None
         }
     }
@@ -169,10 +168,10 @@ fn all_reduce_sums_over_two_replicas() {
     let Some(client) = client() else { return };
     let devices = client.devices().expect("devices");
     if devices.len() < 2 {
-        eprintln!(
-            "SKIPPED: the plugin has {} device(s), 2 needed",
+        crate::skipped(&format!(
+            "the plugin has {} device(s), 2 needed",
             devices.len()
-        );
+        ));
         return;
     }
     let mut fb = FuncBuilder::new("main", Visibility::Public);

@@ -105,7 +105,7 @@ mod tests {
     #[test]
     fn transposes_a_block_as_defined() {
         if !super::available() {
-            eprintln!("SKIP: no AVX2 on this CPU");
+            crate::skipped("needs AVX2, which this CPU lacks");
             return;
         }
         let (ss, ds) = (19usize, 21usize);
