@@ -71,13 +71,34 @@ const EXACT: f64 = 1e-9;
 /// scaled to unit norm and the solution refined twice on its own residual:
 /// an exact fit then shows a residual at f64 rounding, not at 1e-9.
 fn least_squares(target: &[&[f64]], features: &[Vec<&[f64]>]) -> Option<(Vec<f64>, f64)> {
+    weighted_least_squares(target, features, false)
+}
+
+/// [`least_squares`] with every element weighted by 1/|target| (`relative`):
+/// a state's update whose elements span many orders of magnitude (a second
+/// moment of large and small gradients) determines its small terms' (the old
+/// state's) coefficient only where they matter, relative to the element.
+fn relative_least_squares(target: &[&[f64]], features: &[Vec<&[f64]>]) -> Option<(Vec<f64>, f64)> {
+    weighted_least_squares(target, features, true)
+}
+
+fn weighted_least_squares(
+    target: &[&[f64]],
+    features: &[Vec<&[f64]>],
+    relative: bool,
+) -> Option<(Vec<f64>, f64)> {
     let k = features.len();
-    // Σ over every element of x·y, x and y given per (tensor, element).
+    // Σ over every element of w²·x·y, x and y given per (tensor, element).
     let dot = |x: &dyn Fn(usize, usize) -> f64, y: &dyn Fn(usize, usize) -> f64| -> f64 {
         let mut sum = 0.0;
         for (t, part) in target.iter().enumerate() {
-            for e in 0..part.len() {
-                sum += x(t, e) * y(t, e);
+            for (e, &v) in part.iter().enumerate() {
+                let w2 = match relative {
+                    false => 1.0,
+                    true if v == 0.0 => 0.0,
+                    true => 1.0 / (v * v),
+                };
+                sum += w2 * x(t, e) * y(t, e);
             }
         }
         sum
@@ -111,6 +132,9 @@ fn least_squares(target: &[&[f64]], features: &[Vec<&[f64]>]) -> Option<(Vec<f64
         }
     }
     let c: Vec<f64> = c.iter().zip(&norms).map(|(c, n)| c / n).collect();
+    if c.iter().any(|c| !c.is_finite()) {
+        return None;
+    }
     let mut worst = 0.0f64;
     let mut size = 0.0f64;
     for (t, part) in target.iter().enumerate() {
@@ -121,6 +145,26 @@ fn least_squares(target: &[&[f64]], features: &[Vec<&[f64]>]) -> Option<(Vec<f64
         }
     }
     Some((c, worst / size.max(f64::MIN_POSITIVE)))
+}
+
+/// The largest residual of the fit `c` at any element, relative to the
+/// size of the terms there (Σ_k |c_k·f_k| + |target|). A state's new value
+/// is computed from its terms without cancellation, so an exact form leaves
+/// f64 rounding at every element, while a missing small term (an L2
+/// coupling beside large gradients) shows where the gradient is small —
+/// which a residual relative to the largest element hides.
+fn termwise_residual(target: &[&[f64]], features: &[Vec<&[f64]>], c: &[f64]) -> f64 {
+    let mut worst = 0.0f64;
+    for (t, part) in target.iter().enumerate() {
+        for (e, &y) in part.iter().enumerate() {
+            let terms = features.iter().zip(c).map(|(f, c)| c * f[t][e]);
+            let (fit, size) = terms.fold((0.0, y.abs()), |(s, a), x| (s + x, a + x.abs()));
+            if size > 0.0 {
+                worst = worst.max((y - fit).abs() / size);
+            }
+        }
+    }
+    worst
 }
 
 /// Gaussian elimination with partial pivoting; `None` when singular.
@@ -241,6 +285,15 @@ pub(crate) fn fit(
     let mut all_fit = true;
     // Each state's (μ, β) of s' = μ·s + β·feature.
     let mut state_rates = Vec::new();
+    // ω of a second moment of ∇L + ω·θ, when one was fitted.
+    let mut coupled_l2 = None;
+    let product = |x: &[&[f64]], y: &[&[f64]]| -> Vec<Vec<f64>> {
+        x.iter()
+            .zip(y)
+            .map(|(x, y)| x.iter().zip(*y).map(|(x, y)| x * y).collect())
+            .collect()
+    };
+    let (gt, tt) = (product(&grad, &theta), product(&theta, &theta));
     for k in 0..n_states {
         let tgt: Vec<&[f64]> = states.iter().map(|s| new_state(s[k])).collect();
         let old: Vec<&[f64]> = states.iter().map(|s| old_state(s[k])).collect();
@@ -253,7 +306,8 @@ pub(crate) fn fit(
                 if coupled {
                     features.push(theta.clone());
                 }
-                if let Some((c, r)) = least_squares(&tgt, &features) {
+                if let Some((c, _)) = relative_least_squares(&tgt, &features) {
+                    let r = termwise_residual(&tgt, &features, &c);
                     if r <= EXACT {
                         let l2 = if coupled {
                             format!(" + {:.6e}·θ", c[2])
@@ -263,6 +317,55 @@ pub(crate) fn fit(
                         best = Some((format!("s' = {:.6}·s + {:.6e}·{label}{l2}", c[0], c[1]), r));
                         state_rates.push((c[0], c[1]));
                         break 'forms;
+                    }
+                }
+            }
+        }
+        // A second moment of the L2-coupled gradient ∇L + ω·θ (TF-RMSProp's
+        // g ← g + wd·θ): ω read off the linear fit on ∇L², ∇L·θ and θ²
+        // (s' = ρ·s + c·(∇L² + 2ω·∇L·θ + ω²·θ²)), then the exact form
+        // s' = ρ·s + c·(∇L + ω·θ)² checked element by element.
+        if best.is_none() {
+            let omega =
+                relative_least_squares(&tgt, &[old.clone(), sq_ref.clone(), refs(&gt), refs(&tt)])
+                    .map(|(c, _)| c[2] / (2.0 * c[1]))
+                    .filter(|w| w.is_finite());
+            if let Some(mut omega) = omega {
+                // (∇L + ω·θ)² at ω, and its slope 2·(∇L + ω·θ)·θ.
+                let at = |omega: f64, slope: bool| -> Vec<Vec<f64>> {
+                    grad.iter()
+                        .zip(&theta)
+                        .map(|(g, t)| {
+                            g.iter()
+                                .zip(*t)
+                                .map(|(g, t)| match slope {
+                                    false => (g + omega * t).powi(2),
+                                    true => 2.0 * (g + omega * t) * t,
+                                })
+                                .collect()
+                        })
+                        .collect()
+                };
+                // Gauss–Newton on ω: the linear estimate is only as good as
+                // the tiny ω²·θ² term lets it be.
+                for _ in 0..3 {
+                    let (f, df) = (at(omega, false), at(omega, true));
+                    match relative_least_squares(&tgt, &[old.clone(), refs(&f), refs(&df)]) {
+                        Some((c, _)) if c[1] != 0.0 => omega += c[2] / c[1],
+                        _ => break,
+                    }
+                }
+                let coupled_sq = at(omega, false);
+                let features = [old.clone(), refs(&coupled_sq)];
+                if let Some((c, _)) = relative_least_squares(&tgt, &features) {
+                    let r = termwise_residual(&tgt, &features, &c);
+                    if r <= EXACT {
+                        best = Some((
+                            format!("s' = {:.6}·s + {:.6e}·(∇L + {omega:.6e}·θ)²", c[0], c[1]),
+                            r,
+                        ));
+                        state_rates.push((c[0], c[1]));
+                        coupled_l2 = Some(omega);
                     }
                 }
             }
@@ -278,6 +381,55 @@ pub(crate) fn fit(
             ),
             fits,
         });
+    }
+    // TF-RMSProp: s' = ρ·s + (1 − ρ)·∇L² (fitted above), and a momentum
+    // of the preconditioned gradient b' = μ·b + c·∇L/√(s' + ε), which no
+    // single-state form fits; θ' = θ − lr·b'.
+    let second_moment = |k: usize| report.states[k].fits && report.states[k].form.ends_with('²');
+    let tf_rms = (n_states == 2)
+        .then(|| {
+            [(0, 1), (1, 0)]
+                .into_iter()
+                .find(|&(ks, kb)| second_moment(ks) && !report.states[kb].fits)
+        })
+        .flatten();
+    if let Some((ks, kb)) = tf_rms {
+        let b_new: Vec<&[f64]> = states.iter().map(|s| new_state(s[kb])).collect();
+        let b_old: Vec<&[f64]> = states.iter().map(|s| old_state(s[kb])).collect();
+        let s_new: Vec<&[f64]> = states.iter().map(|s| new_state(s[ks])).collect();
+        let omega = coupled_l2.unwrap_or(0.0);
+        let coupled: Vec<Vec<f64>> = grad
+            .iter()
+            .zip(&theta)
+            .map(|(g, t)| g.iter().zip(*t).map(|(g, t)| g + omega * t).collect())
+            .collect();
+        if let Some((mu, c, eps, r)) =
+            preconditioned_momentum(&b_new, &b_old, &refs(&coupled), &s_new)
+        {
+            if let Some((a, rt)) = least_squares(&target, &[b_new.clone(), theta.clone()]) {
+                if rt <= EXACT {
+                    let g = match coupled_l2 {
+                        Some(w) => format!("(∇L + {w:.6e}·θ)"),
+                        None => "∇L".into(),
+                    };
+                    report.states[kb].form =
+                        format!("b' = {mu:.6}·b + {c:.6e}·{g}/√(s' + {eps:.1e})");
+                    report.states[kb].fits = true;
+                    report.recognised = Some(format!(
+                        "TF-RMSProp, θ' = θ − lr·b', lr {:.6e}{}, μ {mu:.6}, ε {eps:.1e}{}{}",
+                        -a[0],
+                        argument_holding(roles, point, -a[0]),
+                        match coupled_l2 {
+                            Some(w) => format!(", L2 {w:.6e}·θ coupled into ∇L"),
+                            None => String::new(),
+                        },
+                        decay(a[1])
+                    ));
+                    report.residual = rt.max(r);
+                    return report;
+                }
+            }
+        }
     }
     let s1: Vec<&[f64]> = states.iter().map(|s| new_state(s[0])).collect();
     if all_fit && n_states == 1 {
@@ -402,6 +554,59 @@ pub(crate) fn fit(
         "update not checked: a state's update is none of the known forms".into()
     };
     report
+}
+
+/// `b' ≈ μ·b + c·∇L/√(s' + ε)` exactly, over the concatenated tensors:
+/// (μ, c, ε, residual). ε by Gauss–Newton on the linear fit: to first order
+/// ∇L/√(s' + ε + δ) is ∇L/√(s' + ε) − δ·∇L/(2·(s' + ε)^{3/2}).
+fn preconditioned_momentum(
+    b_new: &[&[f64]],
+    b_old: &[&[f64]],
+    grad: &[&[f64]],
+    s_new: &[&[f64]],
+) -> Option<(f64, f64, f64, f64)> {
+    let feature = |eps: f64, slope: bool| -> Vec<Vec<f64>> {
+        grad.iter()
+            .zip(s_new)
+            .map(|(g, s)| {
+                g.iter()
+                    .zip(*s)
+                    .map(|(g, s)| match slope {
+                        false => g / (s + eps).sqrt(),
+                        true => 0.5 * g / (s + eps).powf(1.5),
+                    })
+                    .collect()
+            })
+            .collect()
+    };
+    let floor = s_new
+        .iter()
+        .flat_map(|s| s.iter())
+        .fold(f64::INFINITY, |m, &s| m.min(s));
+    // Start from the best of a coarse grid: the linearisation only holds
+    // near ε (TF-RMSProp's ε = 1 is far from 0 when s' is small).
+    let fit_at = |eps: f64| {
+        least_squares(b_new, &[b_old.to_vec(), refs(&feature(eps, false))])
+            .map_or(f64::INFINITY, |(_, r)| r)
+    };
+    let mut eps = [0.0, 1e-10, 1e-8, 1e-6, 1e-4, 1e-3, 1e-2, 0.1, 1.0, 10.0]
+        .into_iter()
+        .map(|e| (e, fit_at(e)))
+        .min_by(|a, b| a.1.total_cmp(&b.1))
+        .map_or(0.0, |(e, _)| e);
+    for _ in 0..8 {
+        let (f1, f2) = (feature(eps, false), feature(eps, true));
+        match least_squares(b_new, &[b_old.to_vec(), refs(&f1), refs(&f2)]) {
+            Some((c, r)) if c[1] != 0.0 && r > EXACT * 1e-3 => {
+                // Stay where every s' + ε is positive.
+                eps = (eps + c[2] / c[1]).max(0.5 * (eps - floor));
+            }
+            _ => break,
+        }
+    }
+    let f1 = feature(eps, false);
+    let (c, r) = least_squares(b_new, &[b_old.to_vec(), refs(&f1)])?;
+    (r <= EXACT && eps.is_finite()).then_some((c[0], c[1], eps, r))
 }
 
 /// Adam's measured step size and ε read back through bias correction: with

@@ -463,3 +463,31 @@ fn certgrads_own_momentum_steps_are_recognised_from_their_text() {
         assert!(!tail.contains("weight decay"), "{optimizer:?}: {tail}");
     }
 }
+
+/// certgrad's TF-RMSProp step (L2 coupled into the gradient, ε = 1): both
+/// states and the update recognised from the text, with the render's own
+/// constants read back.
+#[test]
+fn certgrads_own_tf_rmsprop_step_is_recognised_with_its_constants() {
+    use layers::trainstep::{render_step, Optimizer, StepOptions};
+    let net = layers::net::by_name("cifar8-bbn").expect("a built-in net");
+    let text = render_step(&net, 2, &StepOptions::new(Optimizer::RmsProp))
+        .expect("the step renders")
+        .text();
+    let r = certify(&text);
+    assert!(r.certified(), "{r:?}");
+    let tail = r
+        .tail
+        .recognised
+        .as_deref()
+        .unwrap_or_else(|| panic!("{}", r.tail.note));
+    for part in [
+        "TF-RMSProp, θ' = θ − lr·b'",
+        "μ 0.900000",
+        "ε 1.0e0",
+        "L2 4.000000e-5·θ coupled into ∇L",
+    ] {
+        assert!(tail.contains(part), "{part:?} not in {tail}");
+    }
+    assert!(r.tail.states.iter().all(|s| s.fits), "{:?}", r.tail.states);
+}
