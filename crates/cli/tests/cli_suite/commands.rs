@@ -161,7 +161,8 @@ fn eval_scores_a_runs_checkpoint_and_refuses_a_directory_without_one() {
     assert!(!e.contains("panicked"), "{e}");
 }
 
-const SUM: &str = "func.func public @main(%x: tensor<3x5xf32>, %y: tensor<3x5xf32>) -> tensor<f32> {
+/// A sum of two 3×5 tensors (the bound tests' function).
+pub(crate) const SUM: &str = "func.func public @main(%x: tensor<3x5xf32>, %y: tensor<3x5xf32>) -> tensor<f32> {
   %a = stablehlo.add %x, %y : tensor<3x5xf32>
   %c = stablehlo.constant dense<0.0> : tensor<f32>
   %s = stablehlo.reduce(%a init: %c) applies stablehlo.add across dimensions = [0, 1] : (tensor<3x5xf32>, tensor<f32>) -> tensor<f32>

@@ -171,13 +171,7 @@ fn render_eval_refuses_drop_path_and_the_step_takes_it() {
     );
 }
 
-const SUM: &str = "func.func public @main(%x: tensor<3x5xf32>, %y: tensor<3x5xf32>) -> tensor<f32> {
-  %a = stablehlo.add %x, %y : tensor<3x5xf32>
-  %c = stablehlo.constant dense<0.0> : tensor<f32>
-  %s = stablehlo.reduce(%a init: %c) applies stablehlo.add across dimensions = [0, 1] : (tensor<3x5xf32>, tensor<f32>) -> tensor<f32>
-  return %s : tensor<f32>
-}
-";
+use super::commands::SUM;
 
 #[test]
 fn bound_of_a_mlir_file_refuses_the_net_render_flags() {
