@@ -7,8 +7,8 @@ with every f32 turned into f64, compiled by XLA-CPU with x64 on).
 Usage:
   reference_client.py MLIR_DIR [--files A,B,...] [--order dp,fwd,in,rest]
       [--tsv /tmp/refclient/results.tsv] [--work /tmp/refclient/work]
-      [--seed 0] [--deadline HH:MM] [--timeout 1500] [--mem-gb 19]
-      [--certgrad /work/main/target/release/certgrad]
+      [--seed 0] [--deadline HH:MM] [--timeout 1500] [--mem-gb 17] [--split | --no-split]
+      [--certgrad target/release/certgrad]
   reference_client.py --one FILE.mlir --work DIR [--seed S] ...  (the worker)
 
 Nothing is written into the repository: inputs, outputs and results go under
@@ -146,18 +146,13 @@ def draw(args, rl, R, seed):
 
 
 # ---------------------------------------------------------------- XLA
-def xla_run(text, reps, R, f64, mem_limit):
-    import jax
-
+def xla_compile(text, R, f64, mem_limit):
     from jax._src import xla_bridge
     from jax._src.lib import xla_client as xc
-    from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
     t = re.sub(r"func\.func (?:public |private )?@\w+", "func.func public @main", text, count=1)
-    dt = np.float32
     if f64:
         t = t.replace("f32", "f64").replace("0xFF800000", "0xFFF0000000000000").replace("0x7F800000", "0x7FF0000000000000")
-        dt = np.float64
     be = xla_bridge.get_backend("cpu")
     devs = be.devices()[:R]
     co = xc.CompileOptions()
@@ -171,7 +166,16 @@ def xla_run(text, reps, R, f64, mem_limit):
     st = exe.get_compiled_memory_stats()
     need = R * (st.temp_size_in_bytes + st.argument_size_in_bytes + st.output_size_in_bytes)
     if need > mem_limit:
-        raise MemoryError(f"{'f64' if f64 else 'f32'} XLA needs {need / 2**30:.1f} GiB (> {mem_limit / 2**30:.0f})")
+        raise MemoryError(f"{'f64' if f64 else 'f32'} XLA needs {need / 2**30:.1f} GiB by its compiled memory stats (> {mem_limit / 2**30:.0f})")
+    return exe, devs, tc, need
+
+
+def xla_run(text, reps, R, f64, mem_limit, compiled=None):
+    import jax
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+
+    exe, devs, tc, need = compiled or xla_compile(text, R, f64, mem_limit)
+    dt = np.float64 if f64 else np.float32
     t0 = time.time()
     if R == 1:
         ins = [jax.device_put(a.astype(dt), devs[0]) for a in reps[0]]
@@ -190,14 +194,28 @@ def xla_run(text, reps, R, f64, mem_limit):
 
 
 def summarize(res, outs):
-    """Marks the outputs of parameters whose gradient is ~0 (their m' or v' has
-    a ~0 truth: Adam's g / (|g| + eps) is then rounding noise over eps on every
-    engine) as zero_grad, then fills res with the per-file summary."""
+    """Flags theta' of a parameter that has a v' output (Adam, RMS, LAMB at
+    m = v = 0: the first update is lr * sign(g) up to eps, so theta' measures
+    sign flips of near-zero gradient elements, not rounding) as sign_update;
+    their gradient is judged through m' and v'. Marks the outputs of
+    parameters whose gradient is ~0 (their m' or v' has a ~0 truth: Adam's
+    g / (|g| + eps) is then rounding noise over eps on every engine) as
+    zero_grad, then fills res with the per-file summary."""
+    names = {o["name"] for o in outs}
     zero = {o["name"][:-2] for o in outs if o["kind"] == "zero_truth" and o["name"].endswith(("m'", "v'"))}
     for o in outs:
         if o["kind"] == "judged" and o["name"].endswith("'") and (o["name"][:-1] in zero or o["name"][:-2] in zero):
             o["kind"] = "zero_grad"
+    for o in outs:
+        if o["kind"] == "judged" and o["name"].endswith("'") and o["name"][:-1] + "v'" in names:
+            o["sign_update"] = True
     judged = [o for o in outs if o["kind"] == "judged"]
+    cont = [o for o in judged if not o.get("sign_update")]
+    res["n_sign"] = len(judged) - len(cont)
+    if cont:
+        wc = max(cont, key=lambda o: o["ratio"])
+        res["worst_ratio_cont"] = wc["ratio"]
+        res["worst_ratio_cont_out"] = wc["name"]
     res["n_out"] = len(outs)
     res["n_judged"] = len(judged)
     res["n_zero"] = sum(o["kind"] in ("zero_truth", "zero_grad") for o in outs)
@@ -215,6 +233,109 @@ def summarize(res, outs):
                        for o in judged if o["ratio"] > 10]
 
 
+AR_RE = re.compile(r'(%\w+) = "stablehlo\.all_reduce"\((%\w+)\) \(\{.*?\}\) \{ replica_groups = [^}]*\} : '
+                   r'\((tensor<[^>]*>)\) -> (tensor<[^>]*>)', re.S)
+
+
+def split_phases(text):
+    """A data-parallel function split at its all_reduces (one operand, add)
+    into single-replica phases: phase L returns the operands of the
+    all_reduces of level L (level = how many all_reduces it depends on) and
+    takes the sums of the lower levels as extra trailing arguments; the last
+    phase takes every sum and returns the function's results. Returns
+    (phases, levels): phases[L] = text, levels[L] = the all_reduce indices
+    whose operands phase L returns (the last phase: None)."""
+    ars = list(AR_RE.finditer(text))
+    names = [m.group(1) for m in ars]
+    # dependency closure: which all_reduce results each SSA value depends on
+    deps = {}
+    body = text
+    for n in names:
+        body = body  # noqa
+    tmp = AR_RE.sub(lambda m: f"{m.group(1)} = AR({m.group(2)})", text)
+    for line in tmp.splitlines():
+        mm = re.match(r"\s*(%[\w]+)(?::\d+)? = (.*)$", line)
+        if not mm:
+            continue
+        d = set()
+        rhs = mm.group(2)
+        if rhs.startswith("AR("):
+            d = {mm.group(1)}
+        for u in re.findall(r"%\w+", rhs):
+            d |= deps.get(u, set())
+        deps[mm.group(1)] = deps.get(mm.group(1), set()) | d
+    level = {}
+    for i, m in enumerate(ars):
+        below = deps.get(m.group(2), set())
+        level[m.group(1)] = 0
+    changed = True
+    while changed:
+        changed = False
+        for m in ars:
+            lv = max((level[b] + 1 for b in deps.get(m.group(2), set())), default=0)
+            if lv != level[m.group(1)]:
+                level[m.group(1)] = lv
+                changed = True
+    nlev = max(level.values()) + 1 if level else 0
+    sig = re.search(r"func\.func (?:public |private )?@\w+\((.*?)\)\s*->", text, re.S)
+    ret = list(re.finditer(r"^(\s*)(?:func\.)?return (.*?) : (.*)$", text, re.M))[-1]
+    phases, levels = [], []
+    for L in range(nlev + 1):
+        new_args = [f"%arsum{i}: {m.group(3)}" for i, m in enumerate(ars) if level[m.group(1)] < L]
+        def rep(m, L=L):
+            i = names.index(m.group(1))
+            if level[m.group(1)] < L:
+                return f"{m.group(1)} = stablehlo.convert %arsum{i} : ({m.group(3)}) -> {m.group(4)}"
+            return f"{m.group(1)} = stablehlo.convert {m.group(2)} : ({m.group(3)}) -> {m.group(4)}"
+        if L < nlev:
+            idx = [i for i, m in enumerate(ars) if level[m.group(1)] == L]
+            newret = f"{ret.group(1)}return " + ", ".join(ars[i].group(2) for i in idx) + " : " + ", ".join(ars[i].group(3) for i in idx)
+        else:
+            idx = None
+            newret = ret.group(0)
+        t = text[:ret.start()] + newret + text[ret.end():]
+        if L < nlev:
+            # the results' types in the header
+            hdr = re.search(r"(func\.func (?:public |private )?@\w+\(.*?\)\s*->\s*)(\(.*?\)|tensor<[^>]*>)(\s*\{)", t, re.S)
+            t = t[:hdr.start(2)] + "(" + ", ".join(ars[i].group(3) for i in idx) + ")" + t[hdr.end(2):]
+        t = AR_RE.sub(rep, t)
+        if new_args:
+            e = sig.end(1)
+            t = t[:e] + ", " + ", ".join(new_args) + t[e:]
+        phases.append(t)
+        levels.append(idx)
+    return phases, levels
+
+
+def xla_split_run(text, reps, R, f64, mem_limit):
+    """The data-parallel function on XLA-CPU one replica at a time: each phase
+    of split_phases per replica, the all_reduce sums formed here (in the run's
+    precision, replicas in order 0, 1, ...)."""
+    phases, levels = split_phases(text)
+    dt = np.float64 if f64 else np.float32
+    sums = []
+    tc = te = 0.0
+    need = 0
+    for L, (t, idx) in enumerate(zip(phases, levels)):
+        exe = xla_compile(t, 1, f64, mem_limit)
+        need = max(need, exe[3])
+        per = []
+        for k in range(R):
+            ins = reps[k] + sums
+            o, c, e, _ = xla_run(t, [ins], 1, f64, 0, compiled=exe)
+            te += e
+            per.append([x[0] for x in o])
+        tc += exe[2]
+        del exe
+        if idx is None:
+            return [[per[k][j] for k in range(R)] for j in range(len(per[0]))], tc, te, need
+        for j in range(len(idx)):
+            acc = per[0][j].astype(dt)
+            for k in range(1, R):
+                acc = (acc + per[k][j].astype(dt)).astype(dt)
+            sums.append(acc)
+
+
 # ---------------------------------------------------------------- worker
 def worker(a):
     t_start = time.time()
@@ -224,6 +345,31 @@ def worker(a):
     res = {"file": os.path.basename(a.one), "R": R, "n_args": len(args), "status": "ok", "note": ""}
     res["roles"] = {r: rl.count(r) for r in sorted(set(rl))}
     res["unknown_scalars"] = [n for (n, s, d), r in zip(args, rl) if r == "scalar" and n not in SCALARS]
+    split = bool(a.split) and R > 1
+    c64 = None
+    if not split:
+        try:
+            c64 = xla_compile(text, R, True, (a.mem_gb - 3) * 2**30)
+        except MemoryError as e:
+            if R == 1 or a.no_split:
+                res["status"] = "skipped_memory"
+                res["note"] = str(e)
+                print("RESULT " + json.dumps(res), flush=True)
+                return
+            res["note"] = f"XLA split per replica ({e}); "
+            split = True
+    if split:
+        try:
+            ph = split_phases(text)[0][0]
+            e0 = xla_compile(ph, 1, True, (a.mem_gb - 5) * 2**30)
+            res["note"] = res.get("note", "") + f"split phase 0 f64 needs {e0[3] / 2**30:.1f} GiB per replica; "
+            del e0
+        except MemoryError as e:
+            res["status"] = "skipped_memory"
+            res["note"] = res.get("note", "") + "split per replica: " + str(e)
+            print("RESULT " + json.dumps(res), flush=True)
+            return
+    res["note"] = res.get("note", "") + ("xla split per replica; " if split else "")
     reps = draw(args, rl, R, a.seed)
     work = a.work
     shutil.rmtree(work, ignore_errors=True)
@@ -252,16 +398,23 @@ def worker(a):
         return
     print(f"[{res['file']}] native {res['t_native']:.1f}s", file=sys.stderr, flush=True)
     try:
-        x32, tc32, te32, need32 = xla_run(text, reps, R, False, a.mem_gb * 2**30)
+        if split:
+            x32, tc32, te32, need32 = xla_split_run(text, reps, R, False, (a.mem_gb - 3) * 2**30)
+        else:
+            x32, tc32, te32, need32 = xla_run(text, reps, R, False, (a.mem_gb - 3) * 2**30)
     except MemoryError as e:
         res["status"] = "skipped_memory"
-        res["note"] = str(e)
+        res["note"] += str(e)
         print("RESULT " + json.dumps(res), flush=True)
         return
     res["t_xla32"] = tc32 + te32
     print(f"[{res['file']}] xla f32 compile {tc32:.1f}s run {te32:.1f}s", file=sys.stderr, flush=True)
     try:
-        t64, tc64, te64, need64 = xla_run(text, reps, R, True, a.mem_gb * 2**30)
+        if split:
+            t64, tc64, te64, need64 = xla_split_run(text, reps, R, True, (a.mem_gb - 3) * 2**30)
+        else:
+            t64, tc64, te64, need64 = xla_run(text, reps, R, True, 0, compiled=c64)
+            del c64
     except MemoryError as e:
         res["status"] = "skipped_memory"
         res["note"] = str(e)
@@ -314,7 +467,7 @@ def worker(a):
 
 # ---------------------------------------------------------------- driver
 COLS = ["file", "R", "status", "n_out", "n_judged", "n_zero", "n_pass", "worst_nat", "worst_nat_out", "worst_xla",
-        "worst_xla_out", "worst_ratio", "worst_ratio_out", "n_gt2", "n_gt5", "n_gt10", "gt10", "max_replica_spread",
+        "worst_xla_out", "worst_ratio", "worst_ratio_out", "n_sign", "worst_ratio_cont", "worst_ratio_cont_out", "n_gt2", "n_gt5", "n_gt10", "gt10", "max_replica_spread",
         "t_native", "t_xla32", "t_xla64", "mem64_gib", "t_total", "seed", "note"]
 
 
@@ -365,7 +518,16 @@ def driver(a):
     if not os.path.exists(a.tsv):
         with open(a.tsv, "w") as f:
             f.write("\t".join(COLS) + "\n")
+    done = set()
+    lines = open(a.tsv).read().splitlines()
+    head = lines[0].split("\t")
+    for line in lines[1:]:
+        c = dict(zip(head, line.split("\t")))
+        if c.get("status") != "skipped_memory":
+            done.add((c["file"], c.get("seed", "")))
     for f in files:
+        if (f, str(a.seed)) in done:
+            continue
         left = (deadline - time.time()) if deadline else a.timeout
         if left < 60:
             print(f"deadline: stopping before {f}", flush=True)
@@ -373,7 +535,7 @@ def driver(a):
         tmo = min(a.timeout, left)
         cmd = ["nice", "-n", "10", sys.executable, os.path.abspath(__file__), "--one", os.path.join(a.dir, f),
                "--work", os.path.join(a.work, "cur"), "--seed", str(a.seed), "--mem-gb", str(a.mem_gb),
-               "--certgrad", a.certgrad, "--detail", a.detail]
+               "--certgrad", a.certgrad, "--detail", a.detail] + (["--split"] if a.split else []) + (["--no-split"] if a.no_split else [])
         print(f"=== {f} ({time.strftime('%H:%M:%S')}, limit {tmo:.0f}s)", flush=True)
         t0 = time.time()
         p = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, start_new_session=True)
@@ -431,8 +593,10 @@ def main():
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--deadline", default="")
     ap.add_argument("--timeout", type=float, default=1500)
-    ap.add_argument("--mem-gb", type=float, default=19)
+    ap.add_argument("--mem-gb", type=float, default=17)
     ap.add_argument("--certgrad", default=DEFAULT_BIN)
+    ap.add_argument("--split", action="store_true", help="run data-parallel files on XLA one replica at a time")
+    ap.add_argument("--no-split", action="store_true", help="skip data-parallel files whose replicated f64 does not fit")
     a = ap.parse_args()
     if a.one:
         os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=4")
