@@ -88,44 +88,52 @@ fn weighted_least_squares(
     relative: bool,
 ) -> Option<(Vec<f64>, f64)> {
     let k = features.len();
-    // Σ over every element of w²·x·y, x and y given per (tensor, element).
-    let dot = |x: &dyn Fn(usize, usize) -> f64, y: &dyn Fn(usize, usize) -> f64| -> f64 {
-        let mut sum = 0.0;
-        for (t, part) in target.iter().enumerate() {
-            for (e, &v) in part.iter().enumerate() {
-                let w2 = match relative {
-                    false => 1.0,
-                    true if v == 0.0 => 0.0,
-                    true => 1.0 / (v * v),
-                };
-                sum += w2 * x(t, e) * y(t, e);
+    let weight = |v: f64| match relative {
+        false => 1.0,
+        true if v == 0.0 => 0.0,
+        true => 1.0 / (v * v),
+    };
+    // One pass: the weighted normal matrix Σ w²·fᵢ·fⱼ (its diagonal the
+    // features' squared norms).
+    let mut a = vec![vec![0.0; k]; k];
+    let mut f = vec![0.0; k];
+    for (t, part) in target.iter().enumerate() {
+        for (e, &v) in part.iter().enumerate() {
+            let w2 = weight(v);
+            for (i, fi) in f.iter_mut().enumerate() {
+                *fi = features[i][t][e];
+            }
+            for i in 0..k {
+                for j in 0..=i {
+                    a[i][j] += w2 * f[i] * f[j];
+                }
             }
         }
-        sum
-    };
-    let raw = |i: usize, t: usize, e: usize| features[i][t][e];
+    }
     let norms: Vec<f64> = (0..k)
-        .map(|i| {
-            let f = |t: usize, e: usize| raw(i, t, e);
-            dot(&f, &f).sqrt().max(f64::MIN_POSITIVE)
-        })
+        .map(|i| a[i][i].sqrt().max(f64::MIN_POSITIVE))
         .collect();
-    let scaled = |i: usize, t: usize, e: usize| raw(i, t, e) / norms[i];
-    // The (symmetric) normal matrix of the scaled features.
-    let a: Vec<Vec<f64>> = (0..k)
-        .map(|i| {
-            (0..k)
-                .map(|j| dot(&|t, e| scaled(i, t, e), &|t, e| scaled(j, t, e)))
-                .collect()
-        })
-        .collect();
+    // The normal matrix of the unit-norm features, symmetric.
+    for i in 0..k {
+        for j in 0..=i {
+            a[i][j] /= norms[i] * norms[j];
+            a[j][i] = a[i][j];
+        }
+    }
+    // Coefficients of the unit-norm features, refined on their residual.
     let mut c = vec![0.0; k];
     for _ in 0..3 {
-        let residual =
-            |t: usize, e: usize| target[t][e] - (0..k).map(|i| c[i] * scaled(i, t, e)).sum::<f64>();
-        let b: Vec<f64> = (0..k)
-            .map(|i| dot(&|t, e| scaled(i, t, e), &residual))
-            .collect();
+        let mut b = vec![0.0; k];
+        for (t, part) in target.iter().enumerate() {
+            for (e, &v) in part.iter().enumerate() {
+                let w2 = weight(v);
+                let fit: f64 = (0..k).map(|i| c[i] * features[i][t][e] / norms[i]).sum();
+                let r = w2 * (v - fit);
+                for (i, bi) in b.iter_mut().enumerate() {
+                    *bi += r * features[i][t][e] / norms[i];
+                }
+            }
+        }
         let step = solve(a.clone(), b)?;
         for (c, d) in c.iter_mut().zip(step) {
             *c += d;
@@ -138,10 +146,10 @@ fn weighted_least_squares(
     let mut worst = 0.0f64;
     let mut size = 0.0f64;
     for (t, part) in target.iter().enumerate() {
-        for e in 0..part.len() {
+        for (e, &v) in part.iter().enumerate() {
             let fit: f64 = (0..k).map(|i| c[i] * features[i][t][e]).sum();
-            worst = worst.max((part[e] - fit).abs());
-            size = size.max(part[e].abs());
+            worst = worst.max((v - fit).abs());
+            size = size.max(v.abs());
         }
     }
     Some((c, worst / size.max(f64::MIN_POSITIVE)))
@@ -669,8 +677,15 @@ fn preconditioned_momentum(
         .fold(f64::INFINITY, |m, &s| m.min(s));
     // Start from the best of a coarse grid: the linearisation only holds
     // near ε (TF-RMSProp's ε = 1 is far from 0 when s' is small).
+    // (on the largest tensor alone: the grid only picks a start)
+    let big = (0..b_new.len()).max_by_key(|&t| b_new[t].len())?;
     let fit_at = |eps: f64| {
-        least_squares(b_new, &[b_old.to_vec(), refs(&feature(eps, false))])
+        let f: Vec<f64> = grad[big]
+            .iter()
+            .zip(s_new[big])
+            .map(|(g, s)| g / (s + eps).sqrt())
+            .collect();
+        least_squares(&b_new[big..=big], &[vec![b_old[big]], vec![&f[..]]])
             .map_or(f64::INFINITY, |(_, r)| r)
     };
     let mut eps = [0.0, 1e-10, 1e-8, 1e-6, 1e-4, 1e-3, 1e-2, 0.1, 1.0, 10.0]
