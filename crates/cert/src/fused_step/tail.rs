@@ -295,13 +295,6 @@ pub(crate) fn fit(
     let mut state_rates = Vec::new();
     // ω of a second moment of ∇L + ω·θ, when one was fitted.
     let mut coupled_l2 = None;
-    let product = |x: &[&[f64]], y: &[&[f64]]| -> Vec<Vec<f64>> {
-        x.iter()
-            .zip(y)
-            .map(|(x, y)| x.iter().zip(*y).map(|(x, y)| x * y).collect())
-            .collect()
-    };
-    let (gt, tt) = (product(&grad, &theta), product(&theta, &theta));
     for k in 0..n_states {
         let tgt: Vec<&[f64]> = states.iter().map(|s| new_state(s[k])).collect();
         let old: Vec<&[f64]> = states.iter().map(|s| old_state(s[k])).collect();
@@ -334,6 +327,14 @@ pub(crate) fn fit(
         // (s' = ρ·s + c·(∇L² + 2ω·∇L·θ + ω²·θ²)), then the exact form
         // s' = ρ·s + c·(∇L + ω·θ)² checked element by element.
         if best.is_none() {
+            // (only when no plain form fits: two more parameter-sized arrays)
+            let product = |x: &[&[f64]], y: &[&[f64]]| -> Vec<Vec<f64>> {
+                x.iter()
+                    .zip(y)
+                    .map(|(x, y)| x.iter().zip(*y).map(|(x, y)| x * y).collect())
+                    .collect()
+            };
+            let (gt, tt) = (product(&grad, &theta), product(&theta, &theta));
             let omega =
                 relative_least_squares(&tgt, &[old.clone(), sq_ref.clone(), refs(&gt), refs(&tt)])
                     .map(|(c, _)| c[2] / (2.0 * c[1]))
