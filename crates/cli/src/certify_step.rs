@@ -385,6 +385,7 @@ fn to_json(file: &str, r: &FusedStepReport) -> serde_json::Value {
         })),
         "tail": r.tail.recognised,
         "tail_note": r.tail.note,
+        "tail_states": r.tail.states.iter().map(|s| json!({"argument": s.name, "form": s.form, "fits": s.fits})).collect::<Vec<_>>(),
         "phases": r.phases.iter().map(|(p, s)| json!({"phase": p, "seconds": s})).collect::<Vec<_>>(),
     })
 }

@@ -205,7 +205,19 @@ fn floats(v: &Value<f64>) -> &[f64] {
     &v.as_float().expect("a float value").data
 }
 
+/// The new value of each state argument the fit reads (the step's result
+/// for it, or that result seen through a gate).
+type NewStates<'a> = dyn Fn(usize) -> &'a [f64] + 'a;
+
 /// Fit the known tails. `outs`: the step's results at `point`.
+///
+/// In order: the tails on ∇L itself; then on an accumulated gradient (a
+/// state G' = μ·G + c·∇L that the other states and θ' read in place of
+/// ∇L); then either of those behind a gate (a scalar argument h with
+/// x' = x + h·(x_full − x) for θ and its non-accumulator states: the update
+/// applied in proportion, a host's "update on the last micro-batch").
+/// Carried state that no parameter's update reads (an EMA shadow, running
+/// statistics) is fitted or reported as not checked.
 pub(crate) fn fit(
     roles: &Roles,
     g: &Graph,
@@ -216,13 +228,6 @@ pub(crate) fn fit(
     if params.is_empty() {
         return TailReport::not_checked("no parameter has a gradient");
     }
-    let delta: Vec<Vec<f64>> = params
-        .iter()
-        .map(|p| p.updated.iter().zip(&p.theta).map(|(a, b)| a - b).collect())
-        .collect();
-    let target: Vec<&[f64]> = delta.iter().map(|d| d.as_slice()).collect();
-    let grad: Vec<&[f64]> = params.iter().map(|p| p.grad.as_slice()).collect();
-    let theta: Vec<&[f64]> = params.iter().map(|p| p.theta.as_slice()).collect();
     // The states each parameter's update carries elementwise (θ' reads m', v').
     let states: Vec<Vec<usize>> = params
         .iter()
@@ -237,6 +242,181 @@ pub(crate) fn fit(
             s.into_iter().map(|(a, _)| a).collect()
         })
         .collect();
+    let result =
+        |a: usize| -> &[f64] { floats(&outs[roles.output_of(a).expect("a carried state")]) };
+    let mut report = fit_states(roles, point, &result, params, &states);
+    if report.recognised.is_none() {
+        match accumulated_or_gated(roles, point, &result, params, &states) {
+            Ok(r) => report = r,
+            Err(0) => {}
+            Err(tried) => report.note += &format!(
+                "; nor on an accumulated gradient or behind a gate ({tried} combination(s) tried)"
+            ),
+        }
+    }
+    let updates: Vec<(usize, &[f64])> = params
+        .iter()
+        .map(|p| (p.arg, p.updated.as_slice()))
+        .collect();
+    unread_states(roles, g, point, &result, &updates, &states, &mut report);
+    report
+}
+
+/// [`fit`]'s fallbacks: an accumulator state among each parameter's states
+/// (tried at every position whose update is exactly μ·G + c·∇L), then a
+/// gate (tried at every one-element float hyper-parameter's value), each
+/// alone and both together. The first recognised tail, or how many
+/// combinations were tried.
+fn accumulated_or_gated(
+    roles: &Roles,
+    point: &[Value<f64>],
+    result: &NewStates<'_>,
+    params: &[ParamAtPoint],
+    states: &[Vec<usize>],
+) -> Result<TailReport, usize> {
+    let n_states = states[0].len();
+    if states.iter().any(|s| s.len() != n_states) {
+        return Err(0);
+    }
+    let old = |a: usize| -> &[f64] { floats(&point[a]) };
+    let grad: Vec<&[f64]> = params.iter().map(|p| p.grad.as_slice()).collect();
+    // Accumulator positions: G' = μ·G + c·∇L exactly, for one μ and c.
+    let mut accumulators: Vec<Option<(usize, String)>> = vec![None];
+    for k in 0..n_states {
+        let tgt: Vec<&[f64]> = states.iter().map(|s| result(s[k])).collect();
+        let prev: Vec<&[f64]> = states.iter().map(|s| old(s[k])).collect();
+        let features = [prev, grad.clone()];
+        if let Some((c, _)) = relative_least_squares(&tgt, &features) {
+            if termwise_residual(&tgt, &features, &c) <= EXACT && c[1] != 0.0 {
+                accumulators.push(Some((
+                    k,
+                    format!(
+                        "G' = {:.6}·G + {:.6e}·∇L (accumulated gradient{})",
+                        c[0],
+                        c[1],
+                        argument_holding(roles, point, c[0])
+                            .replace(" (the argument", ", μ is the argument")
+                            .replace(')', "")
+                    ),
+                )));
+            }
+        }
+    }
+    // Gates: the values of one-element float hyper-parameters.
+    let mut gates: Vec<Option<(usize, f64)>> = vec![None];
+    for (i, a) in roles.args.iter().enumerate() {
+        if a.role == ArgRole::Hyper && a.ty.num_elements() == 1 {
+            if let Some(t) = point[i].as_float() {
+                let h = t.data[0];
+                if h.is_finite() && h != 0.0 && h != 1.0 {
+                    gates.push(Some((i, h)));
+                }
+            }
+        }
+    }
+    for gate in &gates {
+        for acc in &accumulators {
+            if gate.is_none() && acc.is_none() {
+                continue; // the plain fit, already tried
+            }
+            let acc_k = acc.as_ref().map(|(k, _)| *k);
+            let rest: Vec<Vec<usize>> = states
+                .iter()
+                .map(|s| {
+                    s.iter()
+                        .enumerate()
+                        .filter(|(k, _)| Some(*k) != acc_k)
+                        .map(|(_, a)| *a)
+                        .collect()
+                })
+                .collect();
+            // Through the gate h: x_full = x + (x' − x)/h.
+            let ungate = |new: &[f64], prev: &[f64], h: f64| -> Vec<f64> {
+                new.iter().zip(prev).map(|(n, p)| p + (n - p) / h).collect()
+            };
+            let gated_states: std::collections::HashMap<usize, Vec<f64>> = match gate {
+                Some((_, h)) => rest
+                    .iter()
+                    .flatten()
+                    .map(|&a| (a, ungate(result(a), old(a), *h)))
+                    .collect(),
+                None => Default::default(),
+            };
+            let view = |a: usize| -> &[f64] {
+                gated_states
+                    .get(&a)
+                    .map_or_else(|| result(a), |v| v.as_slice())
+            };
+            let inner: Vec<ParamAtPoint> = params
+                .iter()
+                .zip(states)
+                .map(|(p, s)| ParamAtPoint {
+                    arg: p.arg,
+                    theta: p.theta.clone(),
+                    updated: match gate {
+                        Some((_, h)) => ungate(&p.updated, &p.theta, *h),
+                        None => p.updated.clone(),
+                    },
+                    grad: match acc_k {
+                        Some(k) => result(s[k]).to_vec(),
+                        None => p.grad.clone(),
+                    },
+                })
+                .collect();
+            let mut r = fit_states(roles, point, &view, &inner, &rest);
+            if let Some(t) = r.recognised.take() {
+                if acc.is_some() {
+                    for st in &mut r.states {
+                        st.form = st.form.replace("∇L", "G'");
+                    }
+                }
+                let mut prefix = Vec::new();
+                if let Some((k, form)) = acc {
+                    prefix.push(format!(
+                        "on the accumulated gradient G' (state %{}…)",
+                        roles.args[states[0][*k]].name
+                    ));
+                    r.states.insert(
+                        0,
+                        StateFit {
+                            arg: states[0][*k],
+                            name: roles.args[states[0][*k]].name.clone(),
+                            form: form.clone(),
+                            fits: true,
+                        },
+                    );
+                }
+                if let Some((i, h)) = gate {
+                    prefix.push(format!(
+                        "applied in proportion to the argument %{} ({h:.6} at the point: x' = x + h·(x_full − x) for θ and its moments)",
+                        roles.args[*i].name
+                    ));
+                }
+                let text = t.replace("∇L", "G'");
+                r.recognised = Some(format!("{text}; {}", prefix.join("; ")));
+                return Ok(r);
+            }
+        }
+    }
+    Err(gates.len() * accumulators.len() - 1)
+}
+
+/// The tails on the given states, with `result` giving each state's new
+/// value and `params` θ, θ' and the gradient the states read.
+fn fit_states(
+    roles: &Roles,
+    point: &[Value<f64>],
+    result: &NewStates<'_>,
+    params: &[ParamAtPoint],
+    states: &[Vec<usize>],
+) -> TailReport {
+    let delta: Vec<Vec<f64>> = params
+        .iter()
+        .map(|p| p.updated.iter().zip(&p.theta).map(|(a, b)| a - b).collect())
+        .collect();
+    let target: Vec<&[f64]> = delta.iter().map(|d| d.as_slice()).collect();
+    let grad: Vec<&[f64]> = params.iter().map(|p| p.grad.as_slice()).collect();
+    let theta: Vec<&[f64]> = params.iter().map(|p| p.theta.as_slice()).collect();
     let n_states = states[0].len();
     let uniform = states.iter().all(|s| s.len() == n_states);
     let mut report = TailReport {
@@ -276,14 +456,19 @@ pub(crate) fn fit(
         report.note = "update not checked: θ' − θ is not −lr·∇L (− wd·θ) for one lr".into();
         return report;
     }
-    if !uniform || n_states > 2 {
+    if !uniform {
         report.note =
             "update not checked: the parameters carry different numbers of state tensors".into();
         return report;
     }
+    if n_states > 2 {
+        report.note = format!(
+            "update not checked: each parameter's update reads {n_states} state tensors (known tails read at most 2)"
+        );
+        return report;
+    }
     // The states' own updates, per position k (first moment, second moment).
-    let new_state =
-        |a: usize| -> &[f64] { floats(&outs[roles.output_of(a).expect("a carried state")]) };
+    let new_state = result;
     let old_state = |a: usize| -> &[f64] { floats(&point[a]) };
     let sq: Vec<Vec<f64>> = params
         .iter()
@@ -576,6 +761,108 @@ pub(crate) fn fit(
         "update not checked: a state's update is none of the known forms".into()
     };
     report
+}
+
+/// Carried state that no parameter's update reads. A state whose result
+/// carries a parameter of its shape is fitted as an exponential moving
+/// average, one (a, b) for all: e' = a·e + b·θ' (the shadow of the updated
+/// weights) or e' = a·e + b·θ (of the weights before this step's update).
+/// Every other such state is listed as not checked, never left out.
+fn unread_states(
+    roles: &Roles,
+    g: &Graph,
+    point: &[Value<f64>],
+    result: &NewStates<'_>,
+    updates: &[(usize, &[f64])],
+    states: &[Vec<usize>],
+    report: &mut TailReport,
+) {
+    let read: std::collections::HashSet<usize> = states.iter().flatten().copied().collect();
+    let mut shadows: Vec<(usize, usize)> = Vec::new();
+    let mut others: Vec<usize> = Vec::new();
+    for (s, a) in roles.args.iter().enumerate() {
+        let ArgRole::State { output } = a.role else {
+            continue;
+        };
+        // (returned as it came: nothing to check)
+        let passthrough = g.def.get(&g.returned[output]) == Some(&super::graph::Def::Arg(s));
+        if read.contains(&s) || passthrough {
+            continue;
+        }
+        let mut carried = g.carried(g.returned[output]);
+        carried.sort_by_key(|&(a, d)| (d, a));
+        let follows = carried.iter().find(|(p, _)| {
+            updates.iter().any(|(q, _)| q == p) && roles.args[*p].ty.shape == a.ty.shape
+        });
+        match follows {
+            Some(&(p, _)) => shadows.push((s, p)),
+            None => others.push(s),
+        }
+    }
+    let list = |xs: &mut dyn Iterator<Item = usize>| -> String {
+        let names: Vec<String> = xs.map(|i| format!("%{}", roles.args[i].name)).collect();
+        match names.len() {
+            0..=4 => names.join(", "),
+            n => format!("{}, … ({n} tensors)", names[..3].join(", ")),
+        }
+    };
+    if !shadows.is_empty() {
+        let tgt: Vec<&[f64]> = shadows.iter().map(|&(s, _)| result(s)).collect();
+        let old: Vec<&[f64]> = shadows.iter().map(|&(s, _)| floats(&point[s])).collect();
+        let updated = |p: usize| {
+            updates
+                .iter()
+                .find(|(q, _)| *q == p)
+                .expect("a parameter")
+                .1
+        };
+        let after: Vec<&[f64]> = shadows.iter().map(|&(_, p)| updated(p)).collect();
+        let before: Vec<&[f64]> = shadows.iter().map(|&(_, p)| floats(&point[p])).collect();
+        let mut form = None;
+        for (weights, which) in [
+            (after, "θ' (an EMA shadow of the updated weights)"),
+            (
+                before,
+                "θ (an EMA shadow of the weights before this step's update)",
+            ),
+        ] {
+            let features = [old.clone(), weights];
+            if let Some((c, _)) = relative_least_squares(&tgt, &features) {
+                if termwise_residual(&tgt, &features, &c) <= EXACT {
+                    form = Some(format!(
+                        "e' = {:.6}·e{} + {:.6e}·{which}",
+                        c[0],
+                        argument_holding(roles, point, c[0]),
+                        c[1]
+                    ));
+                    break;
+                }
+            }
+        }
+        let fits = form.is_some();
+        report.states.push(StateFit {
+            arg: shadows[0].0,
+            name: roles.args[shadows[0].0].name.clone(),
+            form: form.unwrap_or_else(|| {
+                format!(
+                    "update not checked: carries its parameter ({}) but is not a·e + b·θ' nor a·e + b·θ for one a, b",
+                    list(&mut shadows.iter().map(|&(s, _)| s))
+                )
+            }),
+            fits,
+        });
+    }
+    if !others.is_empty() {
+        report.states.push(StateFit {
+            arg: others[0],
+            name: roles.args[others[0]].name.clone(),
+            form: format!(
+                "update not checked: carried state no parameter's update reads ({}; running statistics, counters)",
+                list(&mut others.iter().copied())
+            ),
+            fits: false,
+        });
+    }
 }
 
 /// LAMB's update, per parameter tensor t: θ'ₜ − θₜ = −lr·trustₜ·(s·uₜ +

@@ -491,3 +491,165 @@ fn certgrads_own_tf_rmsprop_step_is_recognised_with_its_constants() {
     }
     assert!(r.tail.states.iter().all(|s| s.fits), "{:?}", r.tail.states);
 }
+
+/// certgrad's own cifar8-bbn AdamW step at batch 2 with a recipe modifier.
+fn own_step(ema: Option<f64>, accumulate: Option<u32>) -> String {
+    use layers::trainstep::{render_step, Optimizer, StepOptions};
+    let net = layers::net::by_name("cifar8-bbn").expect("a built-in net");
+    let mut opts = StepOptions::new(Optimizer::AdamW);
+    opts.recipe.ema = ema;
+    opts.recipe.accumulate = accumulate;
+    render_step(&net, 2, &opts)
+        .expect("the step renders")
+        .text()
+}
+
+/// The SSA names of `%x = stablehlo.OP %a, %b : …` lines, in text order.
+fn binary_ops<'a>(text: &'a str, op: &str) -> Vec<(usize, &'a str, &'a str, &'a str)> {
+    text.lines()
+        .enumerate()
+        .filter_map(|(i, l)| {
+            let (lhs, rhs) = l.trim().split_once(" = ")?;
+            let rest = rhs.strip_prefix(&format!("stablehlo.{op} "))?;
+            let (a, rest) = rest.split_once(", ")?;
+            let b = rest.split_whitespace().next()?;
+            Some((i, lhs, a, b))
+        })
+        .collect()
+}
+
+fn replace_line(text: &str, line: usize, from: &str, to: &str) -> String {
+    text.lines()
+        .enumerate()
+        .map(|(i, l)| {
+            if i == line {
+                assert!(l.contains(from), "{from} not in {l}");
+                l.replacen(from, to, 1)
+            } else {
+                l.to_string()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// An EMA shadow of the updated weights (e' = emad·e + oemad·θ') is
+/// recognised beside the AdamW tail, its decay named as the argument that
+/// holds it. The same step with the shadow averaging the weights before the
+/// update is reported as such, and with one tensor's shadow reading another
+/// value (θ instead of θ', one parameter only) the shadows are reported
+/// not checked: a state the update does not read is never left out.
+#[test]
+fn an_ema_shadow_is_recognised_and_a_shadow_of_the_old_weights_is_told_apart() {
+    let text = own_step(Some(0.999), None);
+    let shadow_line = |r: &cert::fused_step::FusedStepReport| {
+        r.tail
+            .states
+            .iter()
+            .find(|s| s.form.contains("EMA") || s.form.contains("carries its parameter"))
+            .cloned()
+            .unwrap_or_else(|| panic!("no shadow line in {:?}", r.tail.states))
+    };
+    let r = certify(&text);
+    assert!(r.certified(), "{r:?}");
+    assert!(r
+        .tail
+        .recognised
+        .as_deref()
+        .is_some_and(|t| t.starts_with("Adam")));
+    let s = shadow_line(&r);
+    assert!(
+        s.fits
+            && s.form
+                .contains("·θ' (an EMA shadow of the updated weights)"),
+        "{s:?}"
+    );
+    assert!(s.form.contains("(the argument %"), "{s:?}");
+    // The shadow lines: e' = d·e + (1−d)·θ' is `%a = multiply %d, %e`,
+    // `%b = multiply %od, %new`, `%c = add %a, %b`. Parameters are the
+    // arguments 1..=n and the shadows follow θ, m and v: shadow s of
+    // parameter s − 3n.
+    let n = r.roles.params().len();
+    let mults = binary_ops(&text, "multiply");
+    let shadow_reads: Vec<(usize, &str, usize)> = mults
+        .windows(2)
+        .filter_map(|w| {
+            let s: usize = w[0].3.strip_prefix("%arg")?.parse().ok()?;
+            (s > 3 * n && s <= 4 * n && w[1].0 == w[0].0 + 1).then_some((w[1].0, w[1].3, s - 3 * n))
+        })
+        .collect();
+    assert_eq!(shadow_reads.len(), n, "one shadow update per parameter");
+    let mut before = text.clone();
+    for &(line, new, p) in &shadow_reads {
+        before = replace_line(&before, line, new, &format!("%arg{p}"));
+    }
+    let r = certify(&before);
+    let s = shadow_line(&r);
+    assert!(
+        s.fits
+            && s.form
+                .contains("·θ (an EMA shadow of the weights before this step's update)"),
+        "{s:?}"
+    );
+    let (line, new, p) = shadow_reads[0];
+    let one_wrong = replace_line(&text, line, new, &format!("%arg{p}"));
+    let r = certify(&one_wrong);
+    assert!(r.certified(), "the gradients are still right: {r:?}");
+    let s = shadow_line(&r);
+    assert!(!s.fits && s.form.starts_with("update not checked"), "{s:?}");
+}
+
+/// Gradient accumulation as certgrad renders it (G' = akeep·G + ∇L; the
+/// AdamW tail reads G'/4 and is applied in proportion to `aup`) is
+/// recognised with the accumulator's form and the gate named. With one
+/// parameter's first moment reading the micro-batch gradient instead of
+/// G'/4 (a shape-preserving bug), the tail is not recognised.
+#[test]
+fn an_accumulated_and_gated_tail_is_recognised_and_a_moment_of_the_micro_batch_is_not() {
+    let text = own_step(None, Some(4));
+    let r = certify(&text);
+    assert!(r.certified(), "{r:?}");
+    let tail = r
+        .tail
+        .recognised
+        .as_deref()
+        .unwrap_or_else(|| panic!("{}", r.tail.note));
+    for part in [
+        "Adam",
+        "on the accumulated gradient G'",
+        "applied in proportion to the argument %",
+    ] {
+        assert!(tail.contains(part), "{part:?} not in {tail}");
+    }
+    assert!(
+        r.tail.states.iter().take(3).all(|s| s.fits),
+        "{:?}",
+        r.tail.states
+    );
+    let forms: Vec<&str> = r.tail.states.iter().map(|s| s.form.as_str()).collect();
+    assert!(
+        forms[0].starts_with("G' = ") && forms[0].contains("1.000000e0·∇L"),
+        "{forms:?}"
+    );
+    // The first moment reads G'/4: 0.1/4 = 2.5e-2.
+    assert!(forms[1].contains("2.500000e-2·G'"), "{forms:?}");
+    // The bug: the first parameter's accumulated gradient is
+    // `%s = add %a, %g` (a = akeep·G), `%q = divide %s, %four`; its first
+    // moment `%x = multiply %c, %q` reads %g instead.
+    let adds = binary_ops(&text, "add");
+    let divides = binary_ops(&text, "divide");
+    let (sum, g) = adds
+        .iter()
+        .find_map(|&(i, lhs, _, g)| {
+            let q = divides.iter().find(|d| d.0 > i && d.2 == lhs)?;
+            Some((q.1, g))
+        })
+        .expect("an accumulated gradient divided by K");
+    let (m_line, _, _, _) = *binary_ops(&text, "multiply")
+        .iter()
+        .find(|m| m.3 == sum && m.2.starts_with("%cst"))
+        .expect("the first moment's c·G'/K");
+    let bug = replace_line(&text, m_line, &format!("{sum} :"), &format!("{g} :"));
+    let r = certify(&bug);
+    assert!(r.tail.recognised.is_none(), "{:?}", r.tail.recognised);
+}
