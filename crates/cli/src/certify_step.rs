@@ -156,6 +156,12 @@ fn localisation_line(file: &str, text: &str, r: &FusedStepReport) -> Option<Stri
     if !matches!(r.verdict, Verdict::Refuted { .. }) {
         return None;
     }
+    if r.replicas > 1 {
+        return Some(format!(
+            "  backward: not followed (a data-parallel step: its backward crosses the {} replicas' all_reduce)",
+            r.replicas
+        ));
+    }
     let Some(l) = &r.localisation else {
         return Some(
             "  backward: no single backward value could be blamed (the gradient itself is wrong; see its row)"
@@ -321,8 +327,13 @@ fn print_report(file: &str, text: &str, r: &FusedStepReport) {
         Verdict::Certified => {
             // Which function the update follows, exactly: κ × the loss.
             let loss = format!(
-                "the step's own loss (result {}, %{})",
-                r.roles.loss, r.roles.results[r.roles.loss].name
+                "{}the step's own loss (result {}, %{})",
+                match r.replicas {
+                    1 => String::new(),
+                    n => format!("the mean over {n} replicas (each on its own data) of "),
+                },
+                r.roles.loss,
+                r.roles.results[r.roles.loss].name
             );
             let of = match r.scale {
                 Some(k) if !is_one(k) => {
@@ -383,6 +394,7 @@ fn to_json(file: &str, r: &FusedStepReport) -> serde_json::Value {
             },
             "probes": l.probes,
         })),
+        "replicas": r.replicas,
         "tail": r.tail.recognised,
         "tail_note": r.tail.note,
         "tail_states": r.tail.states.iter().map(|s| json!({"argument": s.name, "form": s.form, "fits": s.fits})).collect::<Vec<_>>(),

@@ -227,10 +227,11 @@ pub(crate) fn locate(
                 let mut point = inp.point.to_vec();
                 point.push(Value::Float(value[&a].clone(), g.ty[&a].elem));
                 let n = point.len() - 1;
+                let points = [point];
                 let oracle = Oracle {
                     module: module_with(inp.module, cut),
                     func: cut_name,
-                    point: &point,
+                    points: &points,
                 };
                 let mut out = Vec::new();
                 for _ in 0..2 {

@@ -24,7 +24,7 @@ pub use roles::{ArgRole, ResultRole, RoleError, RoleHints, Roles, Slot, TextName
 pub use tail::{StateFit, TailReport};
 
 use crate::tie::Verdict;
-use den::{eval_func, Dual, EvalOptions, Tensor, Value};
+use den::{eval_func, eval_replicas, Dual, EvalOptions, Evaluation, Scalar, Tensor, Value};
 use graph::Graph;
 use ir::rng::{Rng, CERT_SALT};
 use ir::{Func, FuncResult, Module, OpKind, TensorType, ValueId};
@@ -121,6 +121,10 @@ pub struct FusedStepReport {
     pub localisation: Option<Localisation>,
     /// The point was given (`--inputs`).
     pub given_point: bool,
+    /// Data-parallel replicas R (the step's `all_reduce` groups name
+    /// replicas 0..R): the oracle is the mean of the R replicas' losses,
+    /// each on its own data. 1 for a single-replica step.
+    pub replicas: usize,
     pub phases: Vec<(&'static str, f64)>,
     pub verdict: Verdict,
 }
@@ -230,43 +234,77 @@ struct Margins {
     tied_at: Option<String>,
 }
 
+/// The loss's forward slice at the point, one input list per replica.
 struct Oracle<'a> {
     module: Module,
     func: String,
-    point: &'a [Value<f64>],
+    points: &'a [Vec<Value<f64>>],
+}
+
+/// Evaluate on one replica, or on R with their `all_reduce`s.
+fn eval_on<S: Scalar + Send>(
+    m: &Module,
+    func: &str,
+    inputs: Vec<Vec<Value<S>>>,
+    opts: &EvalOptions,
+) -> Result<Vec<Evaluation<S>>, String> {
+    if inputs.len() == 1 {
+        let one = inputs.into_iter().next().expect("one replica");
+        eval_func(m, func, one, opts).map(|e| vec![e])
+    } else {
+        eval_replicas(m, func, inputs, opts)
+    }
+    .map_err(|e| e.to_string())
 }
 
 impl Oracle<'_> {
     /// (loss, ∂loss·v, the smallest margin and where) for tangents `v` on
     /// the arguments listed (the rest carry none).
+    /// Over R replicas: the mean of their losses and derivatives (the
+    /// function a data-parallel update's all_reduce ÷ R follows), the
+    /// margins of replica 0.
     fn probe(&self, v: &[(usize, Vec<f64>)]) -> Result<(f64, f64, Margins), String> {
-        let inputs: Vec<Value<Dual<f64>>> = self
-            .point
-            .iter()
-            .enumerate()
-            .map(|(i, x)| match x {
-                Value::Float(t, e) => {
-                    let tan = v.iter().find(|(a, _)| *a == i).map(|(_, d)| d);
-                    let data = t
-                        .data
-                        .iter()
-                        .enumerate()
-                        .map(|(k, &p)| Dual::new(p, tan.map_or(0.0, |d| d[k])))
-                        .collect();
-                    Value::Float(Tensor::new(t.shape.clone(), data), *e)
-                }
-                Value::Int(t, e) => Value::Int(t.clone(), *e),
-            })
-            .collect();
+        let dual = |point: &[Value<f64>]| -> Vec<Value<Dual<f64>>> {
+            point
+                .iter()
+                .enumerate()
+                .map(|(i, x)| match x {
+                    Value::Float(t, e) => {
+                        let tan = v.iter().find(|(a, _)| *a == i).map(|(_, d)| d);
+                        let data = t
+                            .data
+                            .iter()
+                            .enumerate()
+                            .map(|(k, &p)| Dual::new(p, tan.map_or(0.0, |d| d[k])))
+                            .collect();
+                        Value::Float(Tensor::new(t.shape.clone(), data), *e)
+                    }
+                    Value::Int(t, e) => Value::Int(t.clone(), *e),
+                })
+                .collect()
+        };
         let opts = EvalOptions {
             fast: true,
             record_margins: true,
             replicas: 1,
         };
-        let ev = eval_func::<Dual<f64>>(&self.module, &self.func, inputs, &opts)
-            .map_err(|e| e.to_string())?;
-        let out = ev.outputs[0].as_float().ok_or("the loss is not float")?;
-        let d = &out.data[0];
+        let evs = eval_on::<Dual<f64>>(
+            &self.module,
+            &self.func,
+            self.points.iter().map(|p| dual(p)).collect(),
+            &opts,
+        )?;
+        let (mut value, mut tangent) = (0.0, 0.0);
+        for ev in &evs {
+            let d = &ev.outputs[0]
+                .as_float()
+                .ok_or("the loss is not float")?
+                .data[0];
+            value += d.value;
+            tangent += d.tangent;
+        }
+        let r = evs.len() as f64;
+        let ev = &evs[0];
         let margin = Margins {
             untied: ev
                 .margins
@@ -292,31 +330,40 @@ impl Oracle<'_> {
                 )
             }),
         };
-        Ok((d.value, d.tangent, margin))
+        Ok((value / r, tangent / r, margin))
     }
 }
 
 impl Oracle<'_> {
     /// The loss in f64 with `eps·w` added to the listed arguments.
     fn loss_at(&self, w: &[(usize, Vec<f64>)], eps: f64) -> Result<f64, String> {
-        let inputs: Vec<Value<f64>> = self
-            .point
-            .iter()
-            .enumerate()
-            .map(|(i, x)| match (x, w.iter().find(|(a, _)| *a == i)) {
-                (Value::Float(t, e), Some((_, d))) => {
-                    let data = t.data.iter().zip(d).map(|(p, d)| p + eps * d).collect();
-                    Value::Float(Tensor::new(t.shape.clone(), data), *e)
-                }
-                _ => x.clone(),
-            })
-            .collect();
-        let ev = eval_func::<f64>(&self.module, &self.func, inputs, &EvalOptions::default())
-            .map_err(|e| e.to_string())?;
-        Ok(ev.outputs[0]
-            .as_float()
-            .ok_or("the loss is not float")?
-            .data[0])
+        let moved = |point: &[Value<f64>]| -> Vec<Value<f64>> {
+            point
+                .iter()
+                .enumerate()
+                .map(|(i, x)| match (x, w.iter().find(|(a, _)| *a == i)) {
+                    (Value::Float(t, e), Some((_, d))) => {
+                        let data = t.data.iter().zip(d).map(|(p, d)| p + eps * d).collect();
+                        Value::Float(Tensor::new(t.shape.clone(), data), *e)
+                    }
+                    _ => x.clone(),
+                })
+                .collect()
+        };
+        let evs = eval_on::<f64>(
+            &self.module,
+            &self.func,
+            self.points.iter().map(|p| moved(p)).collect(),
+            &EvalOptions::default(),
+        )?;
+        let mut sum = 0.0;
+        for ev in &evs {
+            sum += ev.outputs[0]
+                .as_float()
+                .ok_or("the loss is not float")?
+                .data[0];
+        }
+        Ok(sum / evs.len() as f64)
     }
 
     /// Whether the loss is differentiable across its tied decisions (a max
@@ -337,7 +384,7 @@ impl Oracle<'_> {
         let xmax = params
             .iter()
             .flat_map(|(a, _)| {
-                self.point[*a]
+                self.points[0][*a]
                     .as_float()
                     .map(|t| t.data.clone())
                     .unwrap_or_default()
@@ -350,8 +397,9 @@ impl Oracle<'_> {
             .collect();
         let eps = 1e-9 * xmax;
         // Three independent evaluations, side by side when they fit.
-        let peak =
-            ir::limits::peak_live_bytes(&self.module, &self.func, Some(8)).map_or(0, |p| p.bytes);
+        let peak = ir::limits::peak_live_bytes(&self.module, &self.func, Some(8))
+            .map_or(0, |p| p.bytes)
+            * self.points.len() as u128;
         if 3 * peak > budget as u128 {
             let (z, p, m) = (
                 self.loss_at(&w, 0.0)?,
@@ -399,6 +447,19 @@ pub fn certify_fused_step(
     let g = Graph::new(&f);
     let roles = roles::find_roles(&g, names, &opts.hints)?;
     let data = roles.data();
+    // Data-parallel: the replicas the all_reduce groups name.
+    let replicas = f
+        .body
+        .ops
+        .iter()
+        .filter_map(|o| match &o.kind {
+            OpKind::AllReduce { replica_groups, .. } => {
+                replica_groups.iter().flatten().copied().max()
+            }
+            _ => None,
+        })
+        .max()
+        .map_or(1, |m| m as usize + 1);
     // The values the loss reads: the forward. A gradient is never one.
     let mut forward: HashSet<ValueId> = HashSet::new();
     let mut stack = vec![g.returned[roles.loss]];
@@ -434,6 +495,31 @@ pub fn certify_fused_step(
             match next {
                 Some(_) => at = Some(p + 1),
                 None => break,
+            }
+        }
+        // Data-parallel: the gradient the update reads is the all_reduce of
+        // the replicas' gradients, then its scaling by a constant (÷ R).
+        if let Some(p) = at {
+            let after = |q: usize, pick: &dyn Fn(&ir::Op) -> bool| {
+                chain.get(q + 1).is_some_and(|n| {
+                    &g.ty[n] == want
+                        && g.op_of(*n)
+                            .is_some_and(|o| pick(o) && o.operands.contains(&chain[q]))
+                })
+            };
+            let constant =
+                |v: &ValueId| !g.deps[v].any_of(&(0..f.params.len()).collect::<Vec<_>>());
+            if after(p, &|o| matches!(o.kind, OpKind::AllReduce { .. })) {
+                let mut q = p + 1;
+                if after(q, &|o| {
+                    matches!(
+                        o.kind,
+                        OpKind::Binary(ir::BinaryOp::Multiply | ir::BinaryOp::Divide)
+                    ) && o.operands.iter().filter(|x| **x != chain[q]).all(constant)
+                }) {
+                    q += 1;
+                }
+                at = Some(q);
             }
         }
         let gv = at.map(|p| chain[p]);
@@ -483,6 +569,30 @@ pub fn certify_fused_step(
         }
         None => draw(&roles, &mut Rng::salted(opts.seed, CERT_SALT)),
     };
+    // Replica r ≥ 1: the same parameters, state and hyper-parameters, its
+    // own data and labels (given inputs: the same on every replica).
+    let points: Vec<Vec<Value<f64>>> = (0..replicas)
+        .map(|r| {
+            if r == 0 || given_point {
+                return point.clone();
+            }
+            let own = draw(&roles, &mut Rng::derived(opts.seed, CERT_SALT, r as u64));
+            point
+                .iter()
+                .zip(own)
+                .zip(&roles.args)
+                .map(|((p, o), a)| match a.role {
+                    ArgRole::Data | ArgRole::Labels => o,
+                    _ => p.clone(),
+                })
+                .collect()
+        })
+        .collect();
+    if replicas > 1 {
+        tell(&format!(
+            "data-parallel: {replicas} replicas (the all_reduce groups), each on its own data"
+        ));
+    }
     let mut wanted: Vec<ValueId> = g.returned.clone();
     wanted.extend(grads.iter().copied());
     let step_name = format!("{}__certify_step", f.name);
@@ -491,10 +601,10 @@ pub fn certify_fused_step(
         ..returning(&f, &wanted, &g)
     };
     let step_mod = module_with(module, step_fn);
-    let ev = eval_func::<f64>(
+    let ev = eval_on::<f64>(
         &step_mod,
         &step_name,
-        point.clone(),
+        points.clone(),
         &EvalOptions {
             fast: true,
             record_margins: false,
@@ -502,7 +612,7 @@ pub fn certify_fused_step(
         },
     );
     let outs = match ev {
-        Ok(e) => e.outputs,
+        Ok(e) => e.into_iter().next().expect("replica 0").outputs,
         Err(e) => {
             return Ok(undecided(
                 func,
@@ -531,7 +641,7 @@ pub fn certify_fused_step(
     let oracle = Oracle {
         module: module_with(module, loss_fn),
         func: loss_name,
-        point: &point,
+        points: &points,
     };
     let tied: Vec<usize> = (0..rows.len()).filter(|&r| grad_of[r].is_some()).collect();
     let gval = |r: usize| -> &[f64] {
@@ -558,8 +668,9 @@ pub fn certify_fused_step(
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     // Side by side only while their peaks fit the memory budget together
     // (a dual number holds two f64).
-    let peak =
-        ir::limits::peak_live_bytes(&oracle.module, &oracle.func, Some(16)).map_or(0, |p| p.bytes);
+    let peak = ir::limits::peak_live_bytes(&oracle.module, &oracle.func, Some(16))
+        .map_or(0, |p| p.bytes)
+        * replicas as u128;
     let fit = (opts.memory_budget as u128 / peak.max(1)).max(1) as usize;
     let side_by_side = cores.min(fit).max(1);
     tell(&format!(
@@ -641,6 +752,13 @@ pub fn certify_fused_step(
     } else {
         // Each parameter alone: two probes give its own κ and check it.
         let mut kappas = Vec::new();
+        // A gradient at f64 noise next to the largest one (a conv bias in
+        // front of a batch norm: zero in exact arithmetic, ~1e-16 after the
+        // normalisation's cancellations) has no direction to tie.
+        let gmax = tied
+            .iter()
+            .flat_map(|&r| gval(r).iter())
+            .fold(0f64, |m, x| m.max(x.abs()));
         for &r in &tied {
             tell(&format!("probing %{} alone", rows[r].name));
             let i = rows[r].arg;
@@ -671,8 +789,10 @@ pub fn certify_fused_step(
             if status.is_none() && ks.len() == 2 {
                 let (c0, s0, t0) = ks[0];
                 let (c1, s1, t1) = ks[1];
+                let noise = gv.iter().all(|x| x.abs() <= 1e-12 * gmax);
                 let zero = |c: f64, s: f64, t: f64| {
-                    c.abs() <= opts.tolerance * t.max(1e-300) && s.abs() <= 1e-12 * (t + 1.0)
+                    (noise || c.abs() <= opts.tolerance * t.max(1e-300))
+                        && s.abs() <= 1e-12 * (t + 1.0)
                 };
                 if zero(c0, s0, t0) && zero(c1, s1, t1) || (c0 == 0.0 && s0 == 0.0) {
                     status = Some(RowStatus::Zero);
@@ -758,7 +878,8 @@ pub fn certify_fused_step(
         tell("following the first wrong gradient's backward");
     }
     let first_wrong = (0..rows.len()).find(|&r| matches!(rows[r].status, RowStatus::Wrong(_)));
-    let localisation = first_wrong.and_then(|r| {
+    // (one replica's slices: a data-parallel step's backward is not followed)
+    let localisation = first_wrong.filter(|_| replicas == 1).and_then(|r| {
         let params = roles.params();
         let inputs = locate::Inputs {
             module,
@@ -836,6 +957,7 @@ pub fn certify_fused_step(
         tail,
         localisation,
         given_point,
+        replicas,
         phases,
         verdict,
     })
@@ -870,6 +992,7 @@ fn undecided(
         tail: TailReport::not_checked("undecided"),
         localisation: None,
         given_point,
+        replicas: 1,
         phases,
         verdict: Verdict::Undecided { reason },
     }

@@ -249,9 +249,11 @@ pub(crate) fn fit(
         match accumulated_or_gated(roles, point, &result, params, &states) {
             Ok(r) => report = r,
             Err(0) => {}
-            Err(tried) => report.note += &format!(
+            Err(tried) => {
+                report.note += &format!(
                 "; nor on an accumulated gradient or behind a gate ({tried} combination(s) tried)"
-            ),
+            )
+            }
         }
     }
     let updates: Vec<(usize, &[f64])> = params

@@ -653,3 +653,72 @@ fn an_accumulated_and_gated_tail_is_recognised_and_a_moment_of_the_micro_batch_i
     let r = certify(&bug);
     assert!(r.tail.recognised.is_none(), "{:?}", r.tail.recognised);
 }
+
+/// A data-parallel step (certgrad's cifar8-bbn AdamW on 2 replicas: each
+/// gradient all_reduce-summed, then ÷ 2) is certified against the mean of
+/// the replicas' losses, each on its own data, with the gradient read after
+/// the ÷ 2. Two shape-preserving bugs: ×2 in place of ÷2 everywhere shows
+/// as the gradient of 4 × the mean loss; one parameter updated from its
+/// own replica's gradient (its all_reduce skipped) is refuted there.
+#[test]
+fn a_data_parallel_step_follows_the_mean_of_its_replicas_losses() {
+    use layers::trainstep::{render_step, Optimizer, StepOptions};
+    let net = layers::net::by_name("cifar8-bbn").expect("a built-in net");
+    let mut opts = StepOptions::new(Optimizer::AdamW);
+    opts.replicas = 2;
+    let text = render_step(&net, 2, &opts)
+        .expect("the step renders")
+        .text();
+    let r = certify(&text);
+    assert!(r.certified(), "{r:?}");
+    assert_eq!(r.replicas, 2);
+    assert!(
+        r.scale.is_some_and(|k| (k - 1.0).abs() < 1e-9),
+        "{:?}",
+        r.scale
+    );
+    let site = r.rows[0].gradient.as_ref().expect("a gradient");
+    assert_eq!(site.op, "stablehlo.divide", "{site:?}");
+    // The all_reduces: `%y = "stablehlo.all_reduce"(%x) …`, then
+    // `%z = stablehlo.divide %y, %two`.
+    let reduced: Vec<(String, String)> = text
+        .lines()
+        .filter_map(|l| {
+            let (lhs, rhs) = l.trim().split_once(" = \"stablehlo.all_reduce\"(")?;
+            Some((lhs.to_string(), rhs.split(')').next()?.to_string()))
+        })
+        .collect();
+    assert_eq!(reduced.len(), r.rows.len());
+    let times_two = text
+        .lines()
+        .map(|l| {
+            let hit = reduced
+                .iter()
+                .any(|(y, _)| l.contains(&format!("stablehlo.divide {y}, ")));
+            if hit {
+                l.replacen("stablehlo.divide", "stablehlo.multiply", 1)
+            } else {
+                l.to_string()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    let r = certify(&times_two);
+    assert!(r.certified(), "{r:?}");
+    assert!(
+        r.scale.is_some_and(|k| (k - 4.0).abs() < 1e-9),
+        "{:?}",
+        r.scale
+    );
+    let (y, x) = &reduced[0];
+    let local = text.replacen(
+        &format!("stablehlo.divide {y}, "),
+        &format!("stablehlo.divide {x}, "),
+        1,
+    );
+    let r = certify(&local);
+    match &r.verdict {
+        Verdict::Refuted { block, .. } => assert_eq!(block, &r.rows[0].name),
+        v => panic!("not refuted: {v:?}"),
+    }
+}
