@@ -147,8 +147,9 @@ pub struct TrainArgs {
     #[arg(long, default_value_t = 1)]
     pub replicas: usize,
     /// Measure instead of training: run N updates from the initial state,
-    /// print each loss and the step time; no run directory is written.
-    #[arg(long)]
+    /// print each loss (not with --quiet) and the step time; no run
+    /// directory is written, so --out and --checkpoint-every are refused.
+    #[arg(long, conflicts_with_all = ["out", "checkpoint_every"])]
     pub steps: Option<u64>,
     /// With --steps: also run every update on this engine from the same
     /// state (same plugin/IREE options) and print how far its loss and θ'
@@ -345,7 +346,7 @@ pub fn train(a: &TrainArgs) -> Result<()> {
             }
             None => None,
         };
-        return measure_steps(&mut s, n, shadow.as_mut());
+        return measure_steps(&mut s, n, shadow.as_mut(), a.quiet);
     }
     // Ctrl-C from here on stops at the next update with a checkpoint (before
     // here nothing is trained, and the default action loses nothing).
@@ -580,8 +581,13 @@ fn check_resumed_config(a: &TrainArgs, stored: &TrainConfig, ck: &Path) -> Resul
 /// `--steps N`: N updates from the session's state, each loss printed as
 /// `step K loss L` (full precision, for comparisons across engines), then the
 /// engine's prepare time and the step time (the first update, which prepares
-/// the step, is timed separately).
-fn measure_steps(s: &mut Session, n: u64, mut shadow: Option<&mut Session>) -> Result<()> {
+/// the step, is timed separately). `quiet`: the summary lines only.
+fn measure_steps(
+    s: &mut Session,
+    n: u64,
+    mut shadow: Option<&mut Session>,
+    quiet: bool,
+) -> Result<()> {
     let mut times = Vec::new();
     let (mut worst_loss, mut worst_theta) = (0f64, 0f64);
     for _ in 0..n {
@@ -603,11 +609,15 @@ fn measure_steps(s: &mut Session, n: u64, mut shadow: Option<&mut Session>) -> R
                 let dt = normwise(&sh.state.params, &s.state.params);
                 worst_loss = worst_loss.max(dl);
                 worst_theta = worst_theta.max(dt);
+                if quiet {
+                    continue;
+                }
                 println!(
                     "step {} loss {:.9e} shadow {} loss {:.9e} relative {dl:.3e} θ' norm-wise {dt:.3e}",
                     rec.step, rec.loss, sh.engine_options.kind, other.loss
                 );
             }
+            None if quiet => {}
             None => println!("step {} loss {:.9e}", rec.step, rec.loss),
         }
     }

@@ -308,3 +308,44 @@ fn train_refuses_a_certify_batch_it_would_not_certify() {
         &["--certify-batch", "cannot be used with", "--no-certify"],
     );
 }
+
+/// Measure mode writes no run directory: the flags that name one are
+/// refused by name, and --quiet leaves only the summary line.
+#[test]
+fn train_steps_refuses_the_run_directory_flags_and_quiet_prints_the_summary() {
+    let out = temp("steps_out");
+    let out = out.to_str().expect("a UTF-8 path");
+    refused(
+        &["train", "--no-certify", "--steps", "1", "--out", out],
+        &["--out", "cannot be used with", "--steps"],
+    );
+    refused(
+        &[
+            "train",
+            "--no-certify",
+            "--steps",
+            "1",
+            "--checkpoint-every",
+            "5",
+        ],
+        &["--checkpoint-every", "cannot be used with", "--steps"],
+    );
+    let run = |quiet: bool| {
+        let mut args = vec!["train", "--no-certify", "--steps", "2", "--batch", "8"];
+        if quiet {
+            args.push("--quiet");
+        }
+        let o = certgrad(&args);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        String::from_utf8_lossy(&o.stdout).to_string()
+    };
+    let loud = run(false);
+    assert_eq!(
+        loud.lines().filter(|l| l.starts_with("step ")).count(),
+        2,
+        "{loud}"
+    );
+    let quiet = run(true);
+    assert!(!quiet.lines().any(|l| l.starts_with("step ")), "{quiet}");
+    assert!(quiet.contains("median step"), "{quiet}");
+}
