@@ -11,6 +11,7 @@ use cert::fused_step::{
     certify_fused_step, ArgRole, Finding, FusedStepOptions, RoleHints, RowStatus, TextNames,
 };
 use cert::Verdict;
+use layers::trainstep::{render_step, Optimizer, StepOptions};
 
 /// Batch and width (the input, hidden and class widths are all `N`).
 const B: usize = 4;
@@ -437,7 +438,6 @@ fn a_step_without_a_loss_or_with_two_is_a_usage_error_listing_the_candidates() {
 /// recovers lr and μ = 0.9 exactly.
 #[test]
 fn certgrads_own_momentum_steps_are_recognised_from_their_text() {
-    use layers::trainstep::{render_step, Optimizer, StepOptions};
     let net = layers::net::by_name("mobilenetv2-k10-32x32").expect("a built-in net");
     for (optimizer, form) in [
         (Optimizer::Nesterov, "Nesterov momentum, lr "),
@@ -469,39 +469,41 @@ fn certgrads_own_momentum_steps_are_recognised_from_their_text() {
 /// constants read back.
 #[test]
 fn certgrads_own_tf_rmsprop_step_is_recognised_with_its_constants() {
-    use layers::trainstep::{render_step, Optimizer, StepOptions};
+    let r = certify(&own_step(Optimizer::RmsProp, |_| {}));
+    certified_with_tail(
+        &r,
+        &[
+            "TF-RMSProp, θ' = θ − lr·b'",
+            "μ 0.900000",
+            "ε 1.0e0",
+            "L2 4.000000e-5·θ coupled into ∇L",
+        ],
+    );
+    assert!(r.tail.states.iter().all(|s| s.fits), "{:?}", r.tail.states);
+}
+
+/// certgrad's own cifar8-bbn step at batch 2 with this optimizer, its
+/// options changed by `modify` (a recipe modifier, replicas).
+fn own_step(optimizer: Optimizer, modify: impl FnOnce(&mut StepOptions)) -> String {
     let net = layers::net::by_name("cifar8-bbn").expect("a built-in net");
-    let text = render_step(&net, 2, &StepOptions::new(Optimizer::RmsProp))
+    let mut opts = StepOptions::new(optimizer);
+    modify(&mut opts);
+    render_step(&net, 2, &opts)
         .expect("the step renders")
-        .text();
-    let r = certify(&text);
+        .text()
+}
+
+/// The step is certified and its recognised tail contains every part.
+fn certified_with_tail(r: &cert::fused_step::FusedStepReport, parts: &[&str]) {
     assert!(r.certified(), "{r:?}");
     let tail = r
         .tail
         .recognised
         .as_deref()
         .unwrap_or_else(|| panic!("{}", r.tail.note));
-    for part in [
-        "TF-RMSProp, θ' = θ − lr·b'",
-        "μ 0.900000",
-        "ε 1.0e0",
-        "L2 4.000000e-5·θ coupled into ∇L",
-    ] {
+    for part in parts {
         assert!(tail.contains(part), "{part:?} not in {tail}");
     }
-    assert!(r.tail.states.iter().all(|s| s.fits), "{:?}", r.tail.states);
-}
-
-/// certgrad's own cifar8-bbn AdamW step at batch 2 with a recipe modifier.
-fn own_step(ema: Option<f64>, accumulate: Option<u32>) -> String {
-    use layers::trainstep::{render_step, Optimizer, StepOptions};
-    let net = layers::net::by_name("cifar8-bbn").expect("a built-in net");
-    let mut opts = StepOptions::new(Optimizer::AdamW);
-    opts.recipe.ema = ema;
-    opts.recipe.accumulate = accumulate;
-    render_step(&net, 2, &opts)
-        .expect("the step renders")
-        .text()
 }
 
 /// The SSA names of `%x = stablehlo.OP %a, %b : …` lines, in text order.
@@ -541,7 +543,7 @@ fn replace_line(text: &str, line: usize, from: &str, to: &str) -> String {
 /// not checked: a state the update does not read is never left out.
 #[test]
 fn an_ema_shadow_is_recognised_and_a_shadow_of_the_old_weights_is_told_apart() {
-    let text = own_step(Some(0.999), None);
+    let text = own_step(Optimizer::AdamW, |o| o.recipe.ema = Some(0.999));
     let shadow_line = |r: &cert::fused_step::FusedStepReport| {
         r.tail
             .states
@@ -551,12 +553,7 @@ fn an_ema_shadow_is_recognised_and_a_shadow_of_the_old_weights_is_told_apart() {
             .unwrap_or_else(|| panic!("no shadow line in {:?}", r.tail.states))
     };
     let r = certify(&text);
-    assert!(r.certified(), "{r:?}");
-    assert!(r
-        .tail
-        .recognised
-        .as_deref()
-        .is_some_and(|t| t.starts_with("Adam")));
+    certified_with_tail(&r, &["Adam"]);
     let s = shadow_line(&r);
     assert!(
         s.fits
@@ -606,21 +603,16 @@ fn an_ema_shadow_is_recognised_and_a_shadow_of_the_old_weights_is_told_apart() {
 /// G'/4 (a shape-preserving bug), the tail is not recognised.
 #[test]
 fn an_accumulated_and_gated_tail_is_recognised_and_a_moment_of_the_micro_batch_is_not() {
-    let text = own_step(None, Some(4));
+    let text = own_step(Optimizer::AdamW, |o| o.recipe.accumulate = Some(4));
     let r = certify(&text);
-    assert!(r.certified(), "{r:?}");
-    let tail = r
-        .tail
-        .recognised
-        .as_deref()
-        .unwrap_or_else(|| panic!("{}", r.tail.note));
-    for part in [
-        "Adam",
-        "on the accumulated gradient G'",
-        "applied in proportion to the argument %",
-    ] {
-        assert!(tail.contains(part), "{part:?} not in {tail}");
-    }
+    certified_with_tail(
+        &r,
+        &[
+            "Adam",
+            "on the accumulated gradient G'",
+            "applied in proportion to the argument %",
+        ],
+    );
     assert!(
         r.tail.states.iter().take(3).all(|s| s.fits),
         "{:?}",
@@ -662,13 +654,7 @@ fn an_accumulated_and_gated_tail_is_recognised_and_a_moment_of_the_micro_batch_i
 /// own replica's gradient (its all_reduce skipped) is refuted there.
 #[test]
 fn a_data_parallel_step_follows_the_mean_of_its_replicas_losses() {
-    use layers::trainstep::{render_step, Optimizer, StepOptions};
-    let net = layers::net::by_name("cifar8-bbn").expect("a built-in net");
-    let mut opts = StepOptions::new(Optimizer::AdamW);
-    opts.replicas = 2;
-    let text = render_step(&net, 2, &opts)
-        .expect("the step renders")
-        .text();
+    let text = own_step(Optimizer::AdamW, |o| o.replicas = 2);
     let r = certify(&text);
     assert!(r.certified(), "{r:?}");
     assert_eq!(r.replicas, 2);
