@@ -43,58 +43,100 @@ fn same_shape<A, B>(x: &Tensor<A>, y: &Tensor<B>) -> Result<(), Fail> {
     Ok(())
 }
 
+/// A float-to-float function of one element (failing where the scalar
+/// cannot represent the result).
+type FloatFn<S> = fn(&S) -> Result<S, NotExact>;
+
+/// The function a float-to-float unary op applies to each element (`None`
+/// for the ops that are not one: `not`, the class tests, the bit counts).
+fn float_unary<S: Scalar>(u: UnaryOp) -> Option<FloatFn<S>> {
+    let f: FloatFn<S> = match u {
+        UnaryOp::Negate => |x| Ok(x.neg()),
+        UnaryOp::Abs => |x| Ok(x.abs()),
+        UnaryOp::Sign => |x| Ok(x.sign()),
+        UnaryOp::Floor => |x| Ok(x.floor()),
+        UnaryOp::Ceil => |x| Ok(x.ceil()),
+        UnaryOp::RoundNearestEven => |x| Ok(x.round_nearest_even()),
+        UnaryOp::Square => |x| Ok(x.mul(x)),
+        UnaryOp::Exponential => S::exp,
+        UnaryOp::ExponentialMinusOne => S::expm1,
+        UnaryOp::Log => S::log,
+        UnaryOp::LogPlusOne => S::log1p,
+        UnaryOp::Sqrt => S::sqrt,
+        UnaryOp::Rsqrt => S::rsqrt,
+        UnaryOp::Cbrt => S::cbrt,
+        UnaryOp::Tanh => S::tanh,
+        UnaryOp::Logistic => S::logistic,
+        UnaryOp::Sine => S::sin,
+        UnaryOp::Cosine => S::cos,
+        UnaryOp::Erf => S::erf,
+        // erfc = 1 − erf; the tail loses relative precision past |x| ≈ 4,
+        // where JAX-exported GELU multiplies it by a tiny x anyway.
+        UnaryOp::Erfc => |x| Ok(S::one().sub(&x.erf()?)),
+        // Bit-level and special functions.
+        UnaryOp::RoundNearestAfz => |x| Ok(x.round_nearest_afz()),
+        UnaryOp::Tan | UnaryOp::ChloTan => S::tan,
+        UnaryOp::ErfInv => S::erf_inv,
+        UnaryOp::Lgamma => S::lgamma,
+        UnaryOp::Digamma => S::digamma,
+        UnaryOp::BesselI1e => S::bessel_i1e,
+        UnaryOp::Sinh => S::sinh,
+        UnaryOp::Cosh => S::cosh,
+        UnaryOp::Asin => S::asin,
+        UnaryOp::Acos => S::acos,
+        UnaryOp::Atan => S::atan,
+        UnaryOp::Asinh => S::asinh,
+        UnaryOp::Acosh => S::acosh,
+        UnaryOp::Atanh => S::atanh,
+        UnaryOp::Not
+        | UnaryOp::IsFinite
+        | UnaryOp::IsInf
+        | UnaryOp::IsNegInf
+        | UnaryOp::IsPosInf
+        | UnaryOp::Popcnt
+        | UnaryOp::CountLeadingZeros => return None,
+    };
+    Some(f)
+}
+
+/// Whether `unary` maps floats to floats of the operand's shape (and so may
+/// write over its operand, [`unary_over`]).
+pub(crate) fn unary_maps_floats(u: UnaryOp) -> bool {
+    float_unary::<f64>(u).is_some()
+}
+
+/// [`unary`] of a float operand that dies at this op, its result written
+/// over it (as [`binary_over`]); whether every element was finite before
+/// (checked only when `check`).
+pub(crate) fn unary_over<S: Scalar>(
+    u: UnaryOp,
+    x: &mut Tensor<S>,
+    out: ElemType,
+    check: bool,
+) -> Result<bool, Fail> {
+    let f = float_unary::<S>(u)
+        .ok_or_else(|| Fail::msg(format!("{} does not map floats to floats", u.name())))?;
+    let finite = par::update(
+        &mut x.data,
+        |_, v| f(v).map(|y| y.round_to(out)),
+        |v| !check || v.all_finite(),
+    )?;
+    Ok(finite)
+}
+
 pub fn unary<S: Scalar>(u: UnaryOp, x: &Value<S>, out: ElemType) -> Result<Value<S>, Fail> {
     match x {
-        Value::Float(t, _) => {
-            let ok = |f: fn(&S) -> S| map_float(t, out, |x| Ok(f(x)));
-            match u {
-                UnaryOp::Negate => ok(S::neg),
-                UnaryOp::Abs => ok(S::abs),
-                UnaryOp::Sign => ok(S::sign),
-                UnaryOp::Floor => ok(S::floor),
-                UnaryOp::Ceil => ok(S::ceil),
-                UnaryOp::RoundNearestEven => ok(S::round_nearest_even),
-                UnaryOp::Square => ok(|x| x.mul(x)),
-                UnaryOp::Exponential => map_float(t, out, S::exp),
-                UnaryOp::ExponentialMinusOne => map_float(t, out, S::expm1),
-                UnaryOp::Log => map_float(t, out, S::log),
-                UnaryOp::LogPlusOne => map_float(t, out, S::log1p),
-                UnaryOp::Sqrt => map_float(t, out, S::sqrt),
-                UnaryOp::Rsqrt => map_float(t, out, S::rsqrt),
-                UnaryOp::Cbrt => map_float(t, out, S::cbrt),
-                UnaryOp::Tanh => map_float(t, out, S::tanh),
-                UnaryOp::Logistic => map_float(t, out, S::logistic),
-                UnaryOp::Sine => map_float(t, out, S::sin),
-                UnaryOp::Cosine => map_float(t, out, S::cos),
-                UnaryOp::Erf => map_float(t, out, S::erf),
-                // erfc = 1 − erf; the tail loses relative precision past |x| ≈ 4,
-                // where JAX-exported GELU multiplies it by a tiny x anyway.
-                UnaryOp::Erfc => map_float(t, out, |x: &S| Ok(S::one().sub(&x.erf()?))),
-                UnaryOp::Not => Err(Fail::msg("not is defined on integers and booleans only")),
-                // Bit-level and special functions.
-                UnaryOp::IsFinite | UnaryOp::IsInf | UnaryOp::IsNegInf | UnaryOp::IsPosInf => {
-                    Ok(float_class(u, t))
-                }
-                UnaryOp::RoundNearestAfz => ok(S::round_nearest_afz),
-                UnaryOp::Tan | UnaryOp::ChloTan => map_float(t, out, S::tan),
-                UnaryOp::ErfInv => map_float(t, out, S::erf_inv),
-                UnaryOp::Lgamma => map_float(t, out, S::lgamma),
-                UnaryOp::Digamma => map_float(t, out, S::digamma),
-                UnaryOp::BesselI1e => map_float(t, out, S::bessel_i1e),
-                UnaryOp::Sinh => map_float(t, out, S::sinh),
-                UnaryOp::Cosh => map_float(t, out, S::cosh),
-                UnaryOp::Asin => map_float(t, out, S::asin),
-                UnaryOp::Acos => map_float(t, out, S::acos),
-                UnaryOp::Atan => map_float(t, out, S::atan),
-                UnaryOp::Asinh => map_float(t, out, S::asinh),
-                UnaryOp::Acosh => map_float(t, out, S::acosh),
-                UnaryOp::Atanh => map_float(t, out, S::atanh),
-                UnaryOp::Popcnt | UnaryOp::CountLeadingZeros => Err(Fail::msg(format!(
-                    "{} is defined on integers only",
-                    u.name()
-                ))),
+        Value::Float(t, _) => match (float_unary::<S>(u), u) {
+            (Some(f), _) => map_float(t, out, f),
+            (None, UnaryOp::Not) => Err(Fail::msg("not is defined on integers and booleans only")),
+            (None, UnaryOp::IsFinite | UnaryOp::IsInf | UnaryOp::IsNegInf | UnaryOp::IsPosInf) => {
+                Ok(float_class(u, t))
             }
-        }
+            (None, _) => Err(Fail::msg(format!(
+                "{} is defined on integers only",
+                u.name()
+            ))),
+        },
         Value::Int(t, e) => {
             let e = *e;
             let r = match u {
@@ -279,45 +321,7 @@ pub fn binary<S: Scalar>(
             same_shape(tx, ty)?;
             let mut data = Vec::with_capacity(tx.len());
             for (i, (a, c)) in tx.data.iter().zip(&ty.data).enumerate() {
-                let r = match b {
-                    BinaryOp::Add => a.add(c),
-                    BinaryOp::Subtract => a.sub(c),
-                    BinaryOp::Multiply => a.mul(c),
-                    BinaryOp::Divide => a.div(c),
-                    BinaryOp::Remainder => a.rem(c),
-                    BinaryOp::Power => a.pow(c)?,
-                    BinaryOp::Maximum | BinaryOp::Minimum => {
-                        if let Some(d) = dec.as_deref_mut() {
-                            d.record(a.gap(c), i);
-                            let loses = if b == BinaryOp::Maximum {
-                                Ordering::Less
-                            } else {
-                                Ordering::Greater
-                            };
-                            d.outcome(usize::from(a.primal_cmp(c) == Some(loses)));
-                        }
-                        if b == BinaryOp::Maximum {
-                            a.max(c)
-                        } else {
-                            a.min(c)
-                        }
-                    }
-                    BinaryOp::And | BinaryOp::Or | BinaryOp::Xor => {
-                        return Err(Fail::msg("logical ops need integer or boolean operands"))
-                    }
-                    // The binary special functions.
-                    BinaryOp::Atan2 => a.atan2(c)?,
-                    BinaryOp::Polygamma => a.polygamma(c)?,
-                    BinaryOp::Zeta => a.zeta(c)?,
-                    BinaryOp::NextAfter => a.next_after(c, out)?,
-                    BinaryOp::ShiftLeft
-                    | BinaryOp::ShiftRightLogical
-                    | BinaryOp::ShiftRightArithmetic
-                    | BinaryOp::Mulhi => {
-                        return Err(Fail::msg(format!("{} needs integer operands", b.name())))
-                    }
-                };
-                data.push(r.round_to(out));
+                data.push(deciding_binary(b, a, c, i, out, dec.as_deref_mut())?.round_to(out));
             }
             Ok(Value::Float(Tensor::new(tx.shape.clone(), data), out))
         }
@@ -333,6 +337,124 @@ pub fn binary<S: Scalar>(
         }
         _ => Err(Fail::msg("operands mix float and integer types")),
     }
+}
+
+/// Element `i` of a float binary op, recording maximum's and minimum's
+/// decisions (margin |a − c|, outcome: whether the second operand won).
+fn deciding_binary<S: Scalar>(
+    b: BinaryOp,
+    a: &S,
+    c: &S,
+    i: usize,
+    out: ElemType,
+    dec: Option<&mut Decisions>,
+) -> Result<S, Fail> {
+    if let (Some(d), BinaryOp::Maximum | BinaryOp::Minimum) = (dec, b) {
+        d.record(a.gap(c), i);
+        let loses = if b == BinaryOp::Maximum {
+            Ordering::Less
+        } else {
+            Ordering::Greater
+        };
+        d.outcome(usize::from(a.primal_cmp(c) == Some(loses)));
+    }
+    float_binary(b, a, c, out)
+}
+
+/// [`binary`] on float tensors of one shape, its result written over `x`,
+/// an operand that dies at this op (`x_first`: it is the first operand),
+/// instead of into a fresh tensor: each element is computed by the same
+/// function from the same operands, so the result is the same, and a large
+/// tensor's allocation and first-touch page faults are saved. Answers
+/// whether every element of `x` was finite before (checked only when
+/// `check`, else `true`): the caller's record of where non-finite values
+/// began reads it, `x` being overwritten.
+pub(crate) fn binary_over<S: Scalar>(
+    b: BinaryOp,
+    x: &mut Tensor<S>,
+    y: &Tensor<S>,
+    x_first: bool,
+    out: ElemType,
+    mut dec: Option<&mut Decisions>,
+    check: bool,
+) -> Result<bool, Fail> {
+    same_shape(x, y)?;
+    let y = &y.data;
+    let old = |v: &S| !check || v.all_finite();
+    if dec.is_none() {
+        return par::update(
+            &mut x.data,
+            |i, v| {
+                let r = if x_first {
+                    float_binary(b, v, &y[i], out)
+                } else {
+                    float_binary(b, &y[i], v, out)
+                };
+                r.map(|r| r.round_to(out))
+            },
+            old,
+        );
+    }
+    // Decisions are recorded in index order, on one thread (as `binary`).
+    let mut held = true;
+    for (i, v) in x.data.iter_mut().enumerate() {
+        held &= old(v);
+        let r = if x_first {
+            deciding_binary(b, v, &y[i], i, out, dec.as_deref_mut())
+        } else {
+            deciding_binary(b, &y[i], v, i, out, dec.as_deref_mut())
+        }?;
+        *v = r.round_to(out);
+    }
+    Ok(held)
+}
+
+/// [`binary_over`] with the other operand a broadcast not materialised:
+/// element `i` of it is `src[base_i]` at the strided offsets of `extents`
+/// (see `par::update_strided`), the same element the broadcast would hold.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn binary_over_strided<S: Scalar>(
+    b: BinaryOp,
+    x: &mut Tensor<S>,
+    (src, extents, strides): (&[S], &[usize], &[isize]),
+    x_first: bool,
+    out: ElemType,
+    dec: Option<&mut Decisions>,
+    check: bool,
+) -> Result<bool, Fail> {
+    let old = |v: &S| !check || v.all_finite();
+    let Some(d) = dec else {
+        return par::update_strided(
+            &mut x.data,
+            src,
+            extents,
+            strides,
+            |_, v, c| {
+                let r = if x_first {
+                    float_binary(b, v, c, out)
+                } else {
+                    float_binary(b, c, v, out)
+                };
+                r.map(|r| r.round_to(out))
+            },
+            old,
+        );
+    };
+    // Decisions are recorded in index order, on one thread (as `binary`).
+    let mut held = true;
+    let xs = &mut x.data;
+    par::walk_strided(extents, strides, |i, o| {
+        let (v, c) = (&xs[i], &src[o]);
+        held &= old(v);
+        let r = if x_first {
+            deciding_binary(b, v, c, i, out, Some(&mut *d))
+        } else {
+            deciding_binary(b, c, v, i, out, Some(&mut *d))
+        }?;
+        xs[i] = r.round_to(out);
+        Ok::<(), Fail>(())
+    })?;
+    Ok(held)
 }
 
 pub(crate) fn direction_holds(dir: CompareDirection, ord: Option<Ordering>) -> bool {

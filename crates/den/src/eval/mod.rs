@@ -8,6 +8,14 @@
 //!
 //! Op indices (for margins) are pre-order within a function: an op, then the
 //! ops of its regions, then the next op.
+//!
+//! Memory in a function's body follows liveness: each value is dropped after
+//! its last use; an elementwise op writes its result over an operand that
+//! dies at it, a reshape moves its dying operand, and a broadcast or splat
+//! constant whose one reader is such an op is read where its elements lie
+//! (`View`). Each element is computed by the same function from the same
+//! operands either way, so the numbers are those of fresh tensors; only the
+//! allocations (and their page faults) are saved.
 
 mod bits;
 mod control;
@@ -82,6 +90,8 @@ pub fn eval_func<S: Scalar>(
         first_non_finite: None,
         depth: 0,
         op_times: HashMap::new(),
+        consumed: Vec::new(),
+        views: HashMap::new(),
     };
     let outputs = interp.call(f, inputs)?;
     if profiling() {
@@ -124,6 +134,34 @@ struct Interp<'m> {
     /// With `CERTGRAD_PROFILE` set: (calls, nanoseconds) per op name,
     /// over the top-level ops of every function body evaluated.
     op_times: HashMap<&'static str, (u64, u64)>,
+    /// The operands the last op wrote its result over or read as a view
+    /// (env indices), each with whether all its elements were finite (see
+    /// `note_non_finite`: they are gone from the env).
+    consumed: Vec<(usize, bool)>,
+    /// The current function body's values left as views (env index →
+    /// `View<S>`, typed per scalar), until the one op that reads each.
+    views: HashMap<usize, Box<dyn std::any::Any>>,
+}
+
+/// A broadcast_in_dim or splat constant not materialised: its one reader, a
+/// binary elementwise op, writes its result over its other operand and reads
+/// this one's elements where they lie (`src` at `strides` over `shape`), so
+/// the full tensor is never allocated or written.
+struct View<S> {
+    src: Vec<S>,
+    shape: Vec<usize>,
+    strides: Vec<isize>,
+    elem: ir::ElemType,
+    /// Whether every element is finite.
+    finite: bool,
+}
+
+impl<S: Scalar> View<S> {
+    /// The value the op would have produced (a strided gather, as `broadcast_in_dim`'s).
+    fn materialise(self) -> Value<S> {
+        let data = par::strided(&self.src, &self.shape, &self.strides, 0);
+        Value::Float(crate::tensor::Tensor::new(self.shape, data), self.elem)
+    }
 }
 
 type Env<S> = Vec<Option<Value<S>>>;
@@ -188,6 +226,72 @@ fn drop_schedule(block: &Block) -> Vec<Vec<usize>> {
     drops
 }
 
+/// Bit `p` set for each operand position `p` (below 8) of `op` whose value
+/// dies at `op` (`dying`: its entry of the drop schedule) and is read once
+/// by it: an elementwise op may write its result over that value's buffer.
+fn consumable(op: &Op, dying: &[usize]) -> u8 {
+    if !op.regions.is_empty() {
+        return 0;
+    }
+    let mut mask = 0u8;
+    for (p, v) in op.operands.iter().enumerate().take(8) {
+        let once = op.operands.iter().filter(|w| *w == v).count() == 1;
+        if once && dying.contains(&v.index()) {
+            mask |= 1 << p;
+        }
+    }
+    mask
+}
+
+/// For each op of a function body (`drops`: its drop schedule), whether its
+/// result is left as a [`View`]: a broadcast_in_dim or a splat constant of a
+/// float type that a binary op reads once (and nothing else reads), whose
+/// other operand dies at that op and is no such value itself.
+fn view_schedule(block: &Block, drops: &[Vec<usize>]) -> Vec<bool> {
+    let n = max_value_id(block);
+    let (mut count, mut reader, mut def) = (vec![0usize; n], vec![0usize; n], vec![None; n]);
+    let mut reads = Vec::new();
+    for (k, op) in block.ops.iter().enumerate() {
+        reads.clear();
+        operands_deep(op, &mut reads);
+        for v in &reads {
+            if let (Some(c), Some(r)) = (count.get_mut(v.index()), reader.get_mut(v.index())) {
+                *c += 1;
+                *r = k;
+            }
+        }
+        for (v, _) in &op.results {
+            def[v.index()] = Some(k);
+        }
+    }
+    let candidate = |op: &Op| -> Option<(ir::ValueId, usize)> {
+        let viewable = match &op.kind {
+            OpKind::BroadcastInDim { .. } => true,
+            OpKind::Constant(d) => d.len() == 1,
+            _ => false,
+        };
+        let [(v, ty)] = op.results.as_slice() else {
+            return None;
+        };
+        if !viewable || !ty.elem.is_float() || count[v.index()] != 1 {
+            return None;
+        }
+        let j = reader[v.index()];
+        let user = &block.ops[j];
+        let two = user.operands.len() == 2 && user.regions.is_empty();
+        if !matches!(user.kind, OpKind::Binary(_)) || !two {
+            return None;
+        }
+        let other = user.operands[usize::from(user.operands[0] == *v)];
+        (other != *v && drops[j].contains(&other.index())).then_some((other, j))
+    };
+    let first: Vec<Option<(ir::ValueId, usize)>> = block.ops.iter().map(candidate).collect();
+    first
+        .iter()
+        .map(|c| c.is_some_and(|(other, _)| def[other.index()].is_none_or(|d| first[d].is_none())))
+        .collect()
+}
+
 impl<'m> Interp<'m> {
     fn call<S: Scalar>(
         &mut self,
@@ -220,15 +324,24 @@ impl<'m> Interp<'m> {
                 )));
             }
             // Inputs are values of the parameter's type: round them as any op
-            // result is rounded (the identity unless the scalar narrows).
+            // result is rounded (the identity unless the scalar narrows), in
+            // place (they are ours, and can be as large as the parameters).
             let v = match v {
-                Value::Float(t, e) => Value::Float(t.map(|x| x.clone().round_to(e)), e),
+                Value::Float(mut t, e) => {
+                    for x in &mut t.data {
+                        *x = x.clone().round_to(e);
+                    }
+                    Value::Float(t, e)
+                }
                 v => v,
             };
             env[p.value.index()] = Some(v);
         }
         self.depth += 1;
+        // The caller's views are its own (indices are per function).
+        let views = std::mem::take(&mut self.views);
         let out = self.run_block(f, &mut env, &f.body, 0);
+        self.views = views;
         self.depth -= 1;
         let out = out?;
         for (i, (v, r)) in out.iter().zip(&f.results).enumerate() {
@@ -257,24 +370,63 @@ impl<'m> Interp<'m> {
         // per element or iteration, where the schedule would cost more than
         // it frees.
         let drops = std::ptr::eq(block, &f.body).then(|| drop_schedule(block));
+        // Views in a function's body (whose drop schedule says which
+        // operands die), for scalars that are never undefined (that check
+        // reads each op's results).
+        let views = drops
+            .as_ref()
+            .filter(|_| !S::MAY_BE_UNDEFINED)
+            .map(|d| view_schedule(block, d));
         for (k, op) in block.ops.iter().enumerate() {
             if op.kind.is_terminator() {
-                return op
-                    .operands
+                // Nothing reads a function body's values after its return:
+                // the results are moved out (a value returned twice is
+                // cloned for all but its last place). A region's block runs
+                // again and may return values from outside it: cloned.
+                let ops = &op.operands;
+                return ops
                     .iter()
-                    .map(|v| get(env, *v).cloned())
+                    .enumerate()
+                    .map(|(i, v)| {
+                        let last = drops.is_some() && !ops[i + 1..].contains(v);
+                        let moved = if last {
+                            env.get_mut(v.index()).and_then(Option::take)
+                        } else {
+                            None
+                        };
+                        match moved {
+                            Some(x) => Ok(x),
+                            None => get(env, *v).cloned(),
+                        }
+                    })
                     .collect::<Result<Vec<_>, Fail>>()
                     .map_err(|e| e.place(f, op));
             }
+            if views.as_ref().is_some_and(|w| w[k]) {
+                if let Some(view) = self.view::<S>(env, op).map_err(|e| e.place(f, op))? {
+                    self.views.insert(op.results[0].0.index(), Box::new(view));
+                    if let Some(d) = &drops {
+                        for &v in &d[k] {
+                            env[v] = None;
+                        }
+                    }
+                    idx += 1 + region_op_count(op);
+                    continue;
+                }
+            }
             let t0 = (drops.is_some() && profiling()).then(std::time::Instant::now);
-            let results = self.eval_op(f, env, op, idx).map_err(|e| e.place(f, op))?;
+            let over = drops.as_ref().map_or(0, |d| consumable(op, &d[k]));
+            let results = self
+                .eval_op(f, env, op, idx, over)
+                .map_err(|e| e.place(f, op))?;
+            let consumed = std::mem::take(&mut self.consumed);
             if let Some(t0) = t0 {
                 let e = self.op_times.entry(profile_label(op)).or_default();
                 e.0 += 1;
                 e.1 += t0.elapsed().as_nanos() as u64;
             }
             if self.opts.record_margins && self.first_non_finite.is_none() {
-                self.note_non_finite(f, env, op, &results);
+                self.note_non_finite(f, env, op, &results, &consumed);
             }
             if results.len() != op.results.len() {
                 return Err(Fail::msg(format!(
@@ -333,6 +485,7 @@ impl<'m> Interp<'m> {
         env: &Env<S>,
         op: &Op,
         results: &[Value<S>],
+        consumed: &[(usize, bool)],
     ) {
         if matches!(op.kind, OpKind::Constant(_)) {
             return;
@@ -345,10 +498,13 @@ impl<'m> Interp<'m> {
         let Some((index, value)) = results.iter().find_map(first_bad) else {
             return;
         };
-        let operands_finite = op
-            .operands
-            .iter()
-            .all(|v| get(env, *v).map_or(true, |x| first_bad(x).is_none()));
+        let operands_finite =
+            op.operands
+                .iter()
+                .all(|v| match consumed.iter().find(|(c, _)| *c == v.index()) {
+                    Some(&(_, finite)) => finite,
+                    None => get(env, *v).map_or(true, |x| first_bad(x).is_none()),
+                });
         if operands_finite {
             self.first_non_finite = Some(NonFinite {
                 func: f.name.clone(),
@@ -406,9 +562,10 @@ impl<'m> Interp<'m> {
         env: &mut Env<S>,
         op: &'m Op,
         op_index: usize,
+        over: u8,
     ) -> Result<Vec<Value<S>>, Fail> {
         let mut dec = self.opts.record_margins.then(Decisions::new);
-        let out = self.eval_op_inner(f, env, op, op_index, dec.as_mut())?;
+        let out = self.eval_op_inner(f, env, op, op_index, dec.as_mut(), over)?;
         if let Some(d) = &dec {
             self.record(f, op, op_index, d);
         }
@@ -422,6 +579,7 @@ impl<'m> Interp<'m> {
         op: &'m Op,
         op_index: usize,
         dec: Option<&mut Decisions>,
+        over: u8,
     ) -> Result<Vec<Value<S>>, Fail> {
         let n_args = op.operands.len();
         let arity = |n: usize| -> Result<(), Fail> {
@@ -444,6 +602,18 @@ impl<'m> Interp<'m> {
             OpKind::Iota { dim } => one(shape::iota((*dim).max(0) as usize, result_ty(0)?)?),
             OpKind::Unary(u) => {
                 arity(1)?;
+                let elem = result_ty(0)?.elem;
+                let slot = op.operands[0].index();
+                let float = matches!(env.get(slot), Some(Some(Value::Float(..))));
+                if over & 1 != 0 && float && elementwise::unary_maps_floats(*u) {
+                    // The operand dies here: the result is written over it.
+                    if let Some(Value::Float(mut x, _)) = env[slot].take() {
+                        let check = self.opts.record_margins && self.first_non_finite.is_none();
+                        let finite = elementwise::unary_over(*u, &mut x, elem, check)?;
+                        self.consumed.push((slot, finite));
+                        return one(Value::Float(x, elem));
+                    }
+                }
                 one(elementwise::unary(
                     *u,
                     get(env, op.operands[0])?,
@@ -452,15 +622,61 @@ impl<'m> Interp<'m> {
             }
             OpKind::Binary(b) => {
                 arity(2)?;
-                let (x, y) = (get(env, op.operands[0])?, get(env, op.operands[1])?);
                 let decides = matches!(b, ir::BinaryOp::Maximum | ir::BinaryOp::Minimum);
-                one(elementwise::binary(
-                    *b,
-                    x,
-                    y,
-                    result_ty(0)?.elem,
-                    dec.filter(|_| decides),
-                )?)
+                let (elem, dec) = (result_ty(0)?.elem, dec.filter(|_| decides));
+                let check = self.opts.record_margins && self.first_non_finite.is_none();
+                let viewed = (0..2).find(|&p| self.views.contains_key(&op.operands[p].index()));
+                if let Some(p) = viewed {
+                    let id = op.operands[p].index();
+                    let view = self
+                        .views
+                        .remove(&id)
+                        .and_then(|b| b.downcast::<View<S>>().ok());
+                    if let Some(view) = view {
+                        let slot = op.operands[1 - p].index();
+                        let fits = over & (1 << (1 - p)) != 0
+                            && matches!(env.get(slot), Some(Some(Value::Float(t, _))) if t.shape == view.shape);
+                        if fits {
+                            if let Some(Value::Float(mut x, _)) = env[slot].take() {
+                                // The result is written over the other operand,
+                                // reading the view where its elements lie.
+                                let read = (
+                                    view.src.as_slice(),
+                                    view.shape.as_slice(),
+                                    view.strides.as_slice(),
+                                );
+                                let finite = elementwise::binary_over_strided(
+                                    *b,
+                                    &mut x,
+                                    read,
+                                    p == 1,
+                                    elem,
+                                    dec,
+                                    check,
+                                )?;
+                                self.consumed.push((slot, finite));
+                                self.consumed.push((id, view.finite));
+                                return one(Value::Float(x, elem));
+                            }
+                        }
+                        env[id] = Some(view.materialise());
+                    }
+                }
+                if let Some(p) = over_operand(env, op, over) {
+                    // The operand dies here: the result is written over it.
+                    let slot = op.operands[p].index();
+                    if let Some(Value::Float(mut x, _)) = env[slot].take() {
+                        let y = get(env, op.operands[1 - p])?
+                            .as_float()
+                            .ok_or_else(|| Fail::msg("operands mix float and integer types"))?;
+                        let finite =
+                            elementwise::binary_over(*b, &mut x, y, p == 0, elem, dec, check)?;
+                        self.consumed.push((slot, finite));
+                        return one(Value::Float(x, elem));
+                    }
+                }
+                let (x, y) = (get(env, op.operands[0])?, get(env, op.operands[1])?);
+                one(elementwise::binary(*b, x, y, elem, dec)?)
             }
             OpKind::Compare {
                 direction,
@@ -489,6 +705,16 @@ impl<'m> Interp<'m> {
             }
             OpKind::Reshape => {
                 arity(1)?;
+                if over & 1 != 0 {
+                    // The operand dies here: its data is moved, not copied.
+                    // The result holds the operand's elements: when one is
+                    // not finite, the operand was not (no scan needed).
+                    let slot = op.operands[0].index();
+                    if let Some(x) = env[slot].take() {
+                        self.consumed.push((slot, false));
+                        return one(shape::reshape_owned(x, result_ty(0)?)?);
+                    }
+                }
                 one(shape::reshape(get(env, op.operands[0])?, result_ty(0)?)?)
             }
             OpKind::Transpose { permutation } => {
@@ -843,6 +1069,46 @@ impl<'m> Interp<'m> {
         }
     }
 
+    /// `op` (a broadcast_in_dim or a splat constant) as a [`View`]; `None`
+    /// when its operand or types are not ones a view holds (the op then runs
+    /// as usual and reports what is wrong). A broadcast's errors are its own.
+    fn view<S: Scalar>(&self, env: &Env<S>, op: &Op) -> Result<Option<View<S>>, Fail> {
+        let [(_, ty)] = op.results.as_slice() else {
+            return Ok(None);
+        };
+        let (src, elem, shape, strides) = match &op.kind {
+            OpKind::BroadcastInDim { dims } if op.operands.len() == 1 => {
+                let Value::Float(t, e) = get(env, op.operands[0])? else {
+                    return Ok(None);
+                };
+                if *e != ty.elem {
+                    return Ok(None);
+                }
+                let dims: Vec<usize> = dims.iter().map(|&d| d.max(0) as usize).collect();
+                let (shape, strides) = shape::broadcast_strides(&t.shape, &dims, ty)?;
+                (t.data.clone(), *e, shape, strides)
+            }
+            OpKind::Constant(d) if d.len() == 1 => {
+                let scalar = ir::TensorType::new(Vec::new(), ty.elem);
+                let Value::Float(t, e) = shape::constant::<S>(d, &scalar)? else {
+                    return Ok(None);
+                };
+                let shape = shape::dims_usize(ty);
+                let strides = vec![0; shape.len()];
+                (t.data, e, shape, strides)
+            }
+            _ => return Ok(None),
+        };
+        let finite = src.iter().all(S::all_finite);
+        Ok(Some(View {
+            src,
+            shape,
+            strides,
+            elem,
+            finite,
+        }))
+    }
+
     /// Whether to use the fast f32 kernels for this op (decision ops only
     /// when no margins are recorded).
     fn fast_ok(&self, decides: bool) -> bool {
@@ -908,6 +1174,28 @@ fn get<S>(env: &Env<S>, v: ir::ValueId) -> Result<&Value<S>, Fail> {
     env.get(v.index())
         .and_then(|x| x.as_ref())
         .ok_or_else(|| Fail::msg(format!("operand %{} is not defined", v.0)))
+}
+
+/// The first operand position in `over` (see `consumable`) whose value an
+/// elementwise op may write its result over: every operand is a float
+/// tensor of that value's shape (otherwise the op takes its usual path, which
+/// also reports what is wrong).
+fn over_operand<S>(env: &Env<S>, op: &Op, over: u8) -> Option<usize> {
+    if over == 0 {
+        return None;
+    }
+    let shapes = op
+        .operands
+        .iter()
+        .map(|v| match env.get(v.index())? {
+            Some(Value::Float(t, _)) => Some(t.shape.as_slice()),
+            _ => None,
+        })
+        .collect::<Option<Vec<_>>>()?;
+    if shapes.windows(2).any(|w| w[0] != w[1]) {
+        return None;
+    }
+    (0..op.operands.len().min(8)).find(|p| over & (1 << p) != 0)
 }
 
 fn floats2<'e, S: Scalar>(

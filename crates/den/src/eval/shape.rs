@@ -122,6 +122,22 @@ pub fn reshape<S: Scalar>(x: &Value<S>, ty: &TensorType) -> Result<Value<S>, Fai
     })
 }
 
+/// [`reshape`] of an operand that dies at this op: its data is moved, not copied.
+pub fn reshape_owned<S: Scalar>(x: Value<S>, ty: &TensorType) -> Result<Value<S>, Fail> {
+    let shape = dims_usize(ty);
+    if shape.iter().product::<usize>() != x.len() {
+        return Err(Fail::msg(format!(
+            "cannot reshape {:?} to {:?}",
+            x.shape(),
+            shape
+        )));
+    }
+    Ok(match x {
+        Value::Float(t, e) => Value::Float(Tensor::new(shape, t.data), e),
+        Value::Int(t, e) => Value::Int(Tensor::new(shape, t.data), e),
+    })
+}
+
 /// `transpose`: result dimension k is operand dimension `perm[k]`.
 pub fn transpose<S: Scalar>(x: &Value<S>, perm: &[usize]) -> Result<Value<S>, Fail> {
     let shape = x.shape();
@@ -140,8 +156,18 @@ pub fn broadcast_in_dim<S: Scalar>(
     dims: &[usize],
     ty: &TensorType,
 ) -> Result<Value<S>, Fail> {
+    let (out, strides) = broadcast_strides(x.shape(), dims, ty)?;
+    Ok(gather_strided(x, out, &strides, 0))
+}
+
+/// `broadcast_in_dim`'s result shape and, per result dimension, the stride
+/// at which it reads its operand (0 along the dimensions it repeats).
+pub(crate) fn broadcast_strides(
+    shape: &[usize],
+    dims: &[usize],
+    ty: &TensorType,
+) -> Result<(Vec<usize>, Vec<isize>), Fail> {
     let out = dims_usize(ty);
-    let shape = x.shape();
     if dims.len() != shape.len() {
         return Err(Fail::msg(
             "broadcast_dimensions length differs from operand rank",
@@ -160,7 +186,7 @@ pub fn broadcast_in_dim<S: Scalar>(
             strides[d] = src[j] as isize;
         }
     }
-    Ok(gather_strided(x, out, &strides, 0))
+    Ok((out, strides))
 }
 
 /// `reverse` along `dims`.

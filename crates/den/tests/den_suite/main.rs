@@ -14,6 +14,7 @@ mod fast_agreement;
 mod fast_conv_forms;
 mod fast_f64;
 mod fast_pool2d;
+mod in_place;
 mod inline_calls;
 mod non_finite;
 mod replica;
