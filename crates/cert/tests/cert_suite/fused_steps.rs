@@ -572,7 +572,7 @@ fn an_ema_shadow_is_recognised_and_a_shadow_of_the_old_weights_is_told_apart() {
         .windows(2)
         .filter_map(|w| {
             let s: usize = w[0].3.strip_prefix("%arg")?.parse().ok()?;
-            (s > 3 * n && s <= 4 * n && w[1].0 == w[0].0 + 1).then_some((w[1].0, w[1].3, s - 3 * n))
+            (s > 3 * n && s <= 4 * n && w[1].0 == w[0].0 + 1).then(|| (w[1].0, w[1].3, s - 3 * n))
         })
         .collect();
     assert_eq!(shadow_reads.len(), n, "one shadow update per parameter");
