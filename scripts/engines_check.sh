@@ -191,7 +191,7 @@ done
 if [[ $HAVE_PJRT -eq 1 ]]; then
     for OPT in sgd adamw; do
         COMMON=(train "$NET" --optimizer "$OPT" --batch $((2 * BATCH)) --replicas 2 --steps "$STEPS"
-            --no-certify --no-train-acc --quiet)
+            --no-certify --no-train-acc)
         if ! "$BIN" "${COMMON[@]}" --engine pjrt --pjrt-plugin "$PLUGIN" --shadow-engine native \
             >"$WORK/dp_${OPT}_pjrt.log" 2>&1 ||
             ! "$BIN" "${COMMON[@]}" --engine native >"$WORK/dp_${OPT}_native.log" 2>&1; then

@@ -88,7 +88,7 @@ if [[ $HAVE_PJRT -eq 1 ]]; then
     STEPS=4
     log="$WORK/train_pjrt.log"
     if "$BIN" train "$NET" --optimizer lamb --loss bce --clip 1 --ema --accumulate 2 --batch 32 \
-        --steps "$STEPS" --no-certify --no-train-acc --quiet \
+        --steps "$STEPS" --no-certify --no-train-acc \
         --engine pjrt --pjrt-plugin "$PLUGIN" --shadow-engine native >"$log" 2>&1; then
         grep -E "^(shadow|engine) " "$log" | sed -e 's/^/  /'
         if "$PY" - "$log" "$STEPS" <<'PY'; then
