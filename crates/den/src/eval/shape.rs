@@ -108,18 +108,7 @@ pub fn iota<S: Scalar>(dim: usize, ty: &TensorType) -> Result<Value<S>, Fail> {
 
 /// `reshape`: same elements in row-major order, new shape.
 pub fn reshape<S: Scalar>(x: &Value<S>, ty: &TensorType) -> Result<Value<S>, Fail> {
-    let shape = dims_usize(ty);
-    if shape.iter().product::<usize>() != x.len() {
-        return Err(Fail::msg(format!(
-            "cannot reshape {:?} to {:?}",
-            x.shape(),
-            shape
-        )));
-    }
-    Ok(match x {
-        Value::Float(t, e) => Value::Float(Tensor::new(shape, t.data.clone()), *e),
-        Value::Int(t, e) => Value::Int(Tensor::new(shape, t.data.clone()), *e),
-    })
+    reshape_owned(x.clone(), ty)
 }
 
 /// [`reshape`] of an operand that dies at this op: its data is moved, not copied.
