@@ -7,7 +7,10 @@
 //! matched by value against the other's (equal type, equal numbers at the
 //! same inputs), and from the differing result back along the values with
 //! no match the op of each whose operands all have a match but whose result
-//! has none named, with its line and the attribute that differs.
+//! has none named, with its line and the attribute that differs. A
+//! data-parallel function (`--replicas R`) is evaluated on its R replicas
+//! and compared replica by replica; where such a pair parts is not
+//! localised (the value matching follows one evaluation).
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
@@ -40,6 +43,12 @@ pub struct DiffArgs {
     /// results are the same.
     #[arg(long, default_value_t = 1e-9)]
     pub tolerance: f64,
+    /// Evaluate both on R replicas (a data-parallel function whose
+    /// all_reduce sums over them). --inputs then holds R × (arguments)
+    /// files, replica 0's first, or one set every replica takes; drawn
+    /// points draw each replica's arguments apart.
+    #[arg(long, value_name = "R", default_value_t = 1)]
+    pub replicas: usize,
 }
 
 /// A loaded side: path, text (for quoting lines), module and function name.
@@ -120,34 +129,64 @@ pub fn diff(a: &DiffArgs) -> Result<u8> {
         return Ok(1);
     }
     let params = sa.f().param_types();
-    let points: Vec<(String, Vec<Value<f64>>)> = if a.inputs.is_empty() {
+    let replicas = a.replicas;
+    if replicas == 0 {
+        bail!("--replicas must be at least 1");
+    }
+    // One input set per replica at each point.
+    let draw_all = |seed: u64, range: (f64, f64)| -> Vec<Vec<Value<f64>>> {
+        (0..replicas as u64)
+            .map(|r| {
+                drawn(
+                    &params,
+                    seed.wrapping_add(r.wrapping_mul(0x9e37_79b9)),
+                    range,
+                )
+            })
+            .collect()
+    };
+    let points: Vec<(String, Vec<Vec<Value<f64>>>)> = if a.inputs.is_empty() {
         vec![
             (
                 format!("seed {}, floats in [-1, 1]", a.seed),
-                drawn(&params, a.seed, (-1.0, 1.0)),
+                draw_all(a.seed, (-1.0, 1.0)),
             ),
             (
                 format!("seed {}, floats in [0.05, 1]", a.seed + 1),
-                drawn(&params, a.seed + 1, (0.05, 1.0)),
+                draw_all(a.seed + 1, (0.05, 1.0)),
             ),
         ]
     } else {
-        if a.inputs.len() != params.len() {
-            bail!(
-                "--inputs: {} files for {} arguments",
-                a.inputs.len(),
-                params.len()
-            );
+        let n = params.len();
+        let shared = a.inputs.len() == n;
+        if !shared && a.inputs.len() != n * replicas {
+            match replicas {
+                1 => bail!("--inputs: {} files for {n} arguments", a.inputs.len()),
+                r => bail!(
+                    "--inputs: {} files for {n} arguments on {r} replicas: give {n} (every \
+                     replica takes them) or {} (replica 0's first)",
+                    a.inputs.len(),
+                    n * r
+                ),
+            }
         }
-        let values = a
-            .inputs
-            .iter()
-            .zip(&params)
-            .enumerate()
-            .map(|(i, (p, t))| engines::npy::read_argument::<f64>(p, i, t))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| anyhow::anyhow!("{e}"))?;
-        vec![("--inputs".to_string(), values)]
+        let mut sets = Vec::with_capacity(replicas);
+        for r in 0..replicas {
+            let files = if shared {
+                &a.inputs[..]
+            } else {
+                &a.inputs[r * n..(r + 1) * n]
+            };
+            let values = files
+                .iter()
+                .zip(&params)
+                .enumerate()
+                .map(|(i, (p, t))| engines::npy::read_argument::<f64>(p, i, t))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| anyhow::anyhow!("{e}"))?;
+            sets.push(values);
+        }
+        vec![("--inputs".to_string(), sets)]
     };
     // The first point and result that differ; whether any result had a
     // finite number to compare.
@@ -157,17 +196,26 @@ pub fn diff(a: &DiffArgs) -> Result<u8> {
         let ra = evaluate(&sa, inputs.clone())?;
         let rb = evaluate(&sb, inputs.clone())?;
         println!("point {} ({what}):", k + 1);
-        for (i, (x, y)) in ra.iter().zip(&rb).enumerate() {
-            let d = difference(x, y);
+        for i in 0..ra[0].len() {
+            // The largest difference over the replicas.
+            let d = ra
+                .iter()
+                .zip(&rb)
+                .map(|(x, y)| difference(&x[i], &y[i]))
+                .fold(0.0, f64::max);
             let same = d <= a.tolerance;
             if !same && first_parting.is_none() {
                 first_parting = Some((k, i));
             }
-            let blank = same && no_finite_value(x) && no_finite_value(y);
+            let blank = same
+                && ra
+                    .iter()
+                    .zip(&rb)
+                    .all(|(x, y)| no_finite_value(&x[i]) && no_finite_value(&y[i]));
             informative |= !blank;
             println!(
                 "  result {i:<3} {:<28} {}",
-                x.ty().to_string(),
+                ra[0][i].ty().to_string(),
                 match (same, d) {
                     _ if blank => "no finite value in either (no information)".to_string(),
                     (true, 0.0) => "same (bit for bit in float64)".to_string(),
@@ -192,7 +240,15 @@ pub fn diff(a: &DiffArgs) -> Result<u8> {
         );
         return Ok(0);
     };
-    match localise(&sa, &sb, &points[k].1, a.tolerance, output)? {
+    if replicas > 1 {
+        println!(
+            "where they part: not localised on {replicas} replicas (value matching follows one \
+             evaluation); diff the single-replica renders to localise"
+        );
+        println!("verdict: different");
+        return Ok(1);
+    }
+    match localise(&sa, &sb, &points[k].1[0], a.tolerance, output)? {
         Some(text) => println!("{text}"),
         None => println!("where they part: not found (the differing result's value has a match in the other function)"),
     }
@@ -254,10 +310,17 @@ fn options() -> EvalOptions {
     EvalOptions::default()
 }
 
-fn evaluate(side: &Side, inputs: Vec<Value<f64>>) -> Result<Vec<Value<f64>>> {
-    eval_func::<f64>(&side.module, &side.func, inputs, &options())
-        .map(|e| e.outputs)
-        .map_err(|e| anyhow::anyhow!("{}: {e}", side.path.display()))
+/// Every replica's results (one input set per replica).
+fn evaluate(side: &Side, inputs: Vec<Vec<Value<f64>>>) -> Result<Vec<Vec<Value<f64>>>> {
+    let failed = |e: den::EvalError| anyhow::anyhow!("{}: {e}", side.path.display());
+    if inputs.len() == 1 {
+        let one = inputs.into_iter().next().expect("one replica");
+        let e = eval_func::<f64>(&side.module, &side.func, one, &options()).map_err(failed)?;
+        return Ok(vec![e.outputs]);
+    }
+    let all =
+        den::eval_replicas::<f64>(&side.module, &side.func, inputs, &options()).map_err(failed)?;
+    Ok(all.into_iter().map(|e| e.outputs).collect())
 }
 
 fn floats(v: &Value<f64>) -> Option<&[f64]> {

@@ -204,3 +204,59 @@ fn signatures_and_usage_errors_are_reported() {
     assert!(out.contains("--inputs: 1 files for 3 arguments"), "{out}");
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// The mean of x over two replicas: all_reduce(x) · ½.
+const MEAN: &str = "func.func public @main(%x: tensor<3xf32>) -> tensor<3xf32> {
+  %s = \"stablehlo.all_reduce\"(%x) <{replica_groups = dense<[[0, 1]]> : tensor<1x2xi64>}> ({
+  ^bb0(%p: tensor<f32>, %q: tensor<f32>):
+    %pq = stablehlo.add %p, %q : tensor<f32>
+    stablehlo.return %pq : tensor<f32>
+  }) : (tensor<3xf32>) -> tensor<3xf32>
+  %h = stablehlo.constant dense<0.5> : tensor<3xf32>
+  %m = stablehlo.multiply %s, %h : tensor<3xf32>
+  return %m : tensor<3xf32>
+}
+";
+
+/// `--replicas 2`: halving before the all_reduce is the same function; a
+/// step that skips the all_reduce (each replica keeps its own x, the mean
+/// only when the replicas agree) differs, because each replica's
+/// arguments are drawn apart; the input count is checked per replica.
+#[test]
+fn data_parallel_pairs_are_compared_on_their_replicas() {
+    let dir = temp_dir("replicas");
+    let halved_first = MEAN
+        .replace(
+            "\"stablehlo.all_reduce\"(%x)",
+            "\"stablehlo.all_reduce\"(%xh)",
+        )
+        .replace(
+            "  %s = ",
+            "  %h = stablehlo.constant dense<0.5> : tensor<3xf32>\n  %xh = stablehlo.multiply %h, %x : tensor<3xf32>\n  %s = ",
+        )
+        .replace(
+            "  %h = stablehlo.constant dense<0.5> : tensor<3xf32>\n  %m = stablehlo.multiply %s, %h : tensor<3xf32>\n  return %m",
+            "  return %s",
+        );
+    assert_ne!(halved_first, MEAN);
+    let (code, out) = diff(&dir, MEAN, &halved_first, &["--replicas", "2"]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("verdict: same function at 2 points"), "{out}");
+    let local = MEAN.replace("return %m", "return %x");
+    let (code, out) = diff(&dir, MEAN, &local, &["--replicas", "2"]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("DIFFERENT"), "{out}");
+    assert!(out.contains("not localised on 2 replicas"), "{out}");
+    let (code, out) = diff(
+        &dir,
+        MEAN,
+        MEAN,
+        &["--replicas", "2", "--inputs", "a.npy", "b.npy", "c.npy"],
+    );
+    assert_eq!(code, 2, "{out}");
+    assert!(
+        out.contains("--inputs: 3 files for 1 arguments on 2 replicas"),
+        "{out}"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
