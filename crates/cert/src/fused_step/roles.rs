@@ -6,7 +6,7 @@
 //! carries them), hyper-parameters (neither). Ambiguity is an error that
 //! lists the candidates, never a guess.
 
-use super::graph::Graph;
+use super::graph::{Def, Graph};
 use ir::TensorType;
 use std::fmt;
 
@@ -287,6 +287,17 @@ pub(crate) fn find_roles(
         )));
     }
     let reads = g.deps[&g.returned[loss]].clone();
+    // An argument the loss does not read and a result returns unchanged (a
+    // bias correction, an EMA decay, an accumulation gate handed back to
+    // the host) is a hyper-parameter, not state: nothing updates it.
+    for (carried, v) in carries.iter_mut().zip(&g.returned) {
+        if let (Some(i), Some(Def::Arg(a))) = (*carried, g.def.get(v)) {
+            if i == *a && !reads.contains(i) {
+                *carried = None;
+                carried_by[i] = None;
+            }
+        }
+    }
     let params: Vec<usize> = match &hints.params {
         Some(list) => {
             let mut ps = Vec::new();

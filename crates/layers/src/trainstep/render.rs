@@ -291,6 +291,8 @@ pub fn render_step(net: &NetSpec, batch: i64, opts: &StepOptions) -> Result<Rend
     }
     let mut outs: Vec<ValueId> = [new_theta, new_m, new_v, new_shadow, new_accum].concat();
     outs.extend([loss, bc1, bc2]);
+    // The host scalars return unchanged, in the signature's order.
+    outs.extend([emad, oemad, aup, akeep].into_iter().flatten());
     for site in batch_bn_sites(net)? {
         let (mean, var) = site
             .stats(&saved)

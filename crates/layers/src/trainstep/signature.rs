@@ -3,7 +3,8 @@
 //! NetSpec alone; the renderer and the train-step tie both read slot
 //! positions from here. A recipe's EMA shadow and accumulator are extra
 //! regions after v (docs/conventions.md §15), its host scalars (`emad`, `oemad`,
-//! `aup`, `akeep`) follow bc2.
+//! `aup`, `akeep`) follow bc2, among the arguments and, unchanged, among the
+//! results.
 
 use super::{Optimizer, StepOptions};
 use crate::layer::LayerError;
@@ -177,8 +178,11 @@ pub fn step_signature_with(
     if recipe.accumulate.is_some() {
         host_scalars.extend([("aup", SlotKind::AccApply), ("akeep", SlotKind::AccKeep)]);
     }
+    // Returned unchanged, as bc1 and bc2 are: the reference project's steps
+    // return every scalar they take, so the signatures agree slot for slot.
     for (name, kind) in host_scalars {
         inputs.push(slot(name.into(), kind, scalar.clone()));
+        outputs.push(slot(name.into(), kind, scalar.clone()));
     }
     for BnSite { name, ch, .. } in &bns {
         let ty = TensorType::f32(vec![*ch]);

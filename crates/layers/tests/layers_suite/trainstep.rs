@@ -161,3 +161,34 @@ fn bf16_switch_converts_every_conv_and_dot_operand() {
     assert!(f.params.iter().all(|p| p.ty.elem == ElemType::F32));
     assert!(f.results.iter().all(|r| r.ty.elem == ElemType::F32));
 }
+
+/// The recipe scalars return unchanged after bc2, as bc1 and bc2 do (the
+/// reference project's EMA and accumulation steps return every scalar they
+/// take): each such result is the argument itself, in the inputs' order.
+#[test]
+fn recipe_scalars_are_returned_unchanged_after_bc2() {
+    let net = by_name("cifar8").unwrap();
+    let mut opts = StepOptions::new(Optimizer::AdamW);
+    opts.recipe.ema = Some(0.999);
+    opts.recipe.accumulate = Some(4);
+    let r = render_step(&net, 4, &opts).unwrap();
+    let sig = &r.signature;
+    let names = |slots: &[layers::trainstep::Slot], from: SlotKind| -> Vec<String> {
+        let at = slots.iter().position(|s| s.kind == from).unwrap();
+        slots[at..at + 6].iter().map(|s| s.name.clone()).collect()
+    };
+    let expect = ["bc1", "bc2", "emad", "oemad", "aup", "akeep"];
+    assert_eq!(names(&sig.inputs, SlotKind::Bc1), expect);
+    assert_eq!(names(&sig.outputs, SlotKind::Bc1), expect);
+    let f = r.func();
+    let returned = &f.body.ops.last().unwrap().operands;
+    assert_eq!(returned.len(), sig.outputs.len());
+    for name in expect {
+        let i = sig.inputs.iter().position(|s| s.name == name).unwrap();
+        let o = sig.outputs.iter().position(|s| s.name == name).unwrap();
+        assert_eq!(
+            returned[o], f.params[i].value,
+            "{name} is not returned unchanged"
+        );
+    }
+}
