@@ -103,15 +103,16 @@ enum Command {
         drop_path: Option<f64>,
     },
     /// Render a built-in net's fused train step (forward, loss, backward,
-    /// optimizer) or its eval forward as StableHLO text, derived from its NetSpec.
+    /// optimizer), its eval forward or its train-mode forward as StableHLO
+    /// text, derived from its NetSpec.
     #[command(after_help = render::tails_help())]
     Render {
         /// A built-in net (e.g. cifar8-bbn, see `certgrad nets`) or a .toml/.json net file.
         net: String,
         /// Optimizer tail: sgd, nesterov, adamw, momentum (heavy-ball, coupled L2),
-        /// rmsprop (TF form) or lamb; formulas below. Not with --eval (the eval
-        /// forward has no optimizer).
-        #[arg(long, default_value = "adamw", conflicts_with = "eval")]
+        /// rmsprop (TF form) or lamb; formulas below. Not with --eval or
+        /// --forward (a forward has no optimizer).
+        #[arg(long, default_value = "adamw", conflicts_with_all = ["eval", "forward"])]
         optimizer: String,
         #[command(flatten)]
         recipe: Box<render::RecipeArgs>,
@@ -125,11 +126,16 @@ enum Command {
         #[arg(long, default_value_t = 1)]
         replicas: usize,
         /// Render the eval forward (running BN statistics) instead of the train step.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "forward")]
         eval: bool,
+        /// Render the train-mode forward instead of the train step:
+        /// `@NET_fwd(x, θ…) -> logits`, batch norms on the batch's own
+        /// statistics (the train step's forward), no running statistics taken.
+        #[arg(long)]
+        forward: bool,
         /// Max-pool backward form: select-and-scatter or shifted-sums (IREE).
-        /// Not with --eval (the eval forward has no backward).
-        #[arg(long, default_value = "select-and-scatter", conflicts_with = "eval")]
+        /// Not with --eval or --forward (a forward has no backward).
+        #[arg(long, default_value = "select-and-scatter", conflicts_with_all = ["eval", "forward"])]
         pool_backward: String,
         /// Output .mlir file.
         #[arg(short, long)]
@@ -373,6 +379,7 @@ fn main() -> ExitCode {
             bf16,
             replicas,
             eval,
+            forward,
             pool_backward,
             output,
         } => render::render(&render::RenderArgs {
@@ -383,6 +390,7 @@ fn main() -> ExitCode {
             bf16,
             replicas,
             eval,
+            forward,
             pool_backward: &pool_backward,
             output: &output,
         }),

@@ -1,13 +1,13 @@
 //! `certgrad render NET`: print a net's (built-in or file) train step (single-device or
-//! data-parallel over R replicas) or its eval forward as StableHLO, with its
+//! data-parallel over R replicas) its eval forward or its train-mode forward as StableHLO, with its
 //! max pools' backward in either emitted form, and a summary of its
 //! signature, size and render time.
 
 use anyhow::{bail, Context, Result};
 use layers::ops::pool::PoolBackward;
 use layers::trainstep::{
-    render_eval_forward, render_step, tail_formula, Optimizer, Recipe, RecipeFlags, SlotKind,
-    StepOptions,
+    render_eval_forward, render_step, render_train_forward, tail_formula, Optimizer, Recipe,
+    RecipeFlags, SlotKind, StepOptions,
 };
 use std::path::Path;
 use std::time::Instant;
@@ -119,6 +119,8 @@ pub struct RenderArgs<'a> {
     pub bf16: bool,
     pub replicas: usize,
     pub eval: bool,
+    /// The train-mode forward (batch statistics) instead of the train step.
+    pub forward: bool,
     /// `select-and-scatter` or `shifted-sums`.
     pub pool_backward: &'a str,
     pub output: &'a Path,
@@ -146,21 +148,28 @@ pub fn render(a: &RenderArgs) -> Result<()> {
     if a.replicas < 1 {
         bail!("--replicas must be at least 1");
     }
-    if a.eval && a.replicas > 1 {
-        bail!("--replicas applies to the train step, not to --eval");
+    // The forward flag given, if any: --eval or --forward.
+    let forward_flag = match (a.eval, a.forward) {
+        (true, _) => Some("--eval"),
+        (false, true) => Some("--forward"),
+        (false, false) => None,
+    };
+    if let (Some(f), true) = (forward_flag, a.replicas > 1) {
+        bail!("--replicas applies to the train step, not to {f}");
     }
     if a.batch < 1 {
         bail!("--batch must be at least 1");
     }
-    if a.eval && a.bf16 {
-        bail!("--bf16 applies to the train step, not to --eval");
+    if let (Some(f), true) = (forward_flag, a.bf16) {
+        bail!("--bf16 applies to the train step, not to {f}");
     }
-    // Every recipe has the same eval forward (logits from θ and the running
-    // statistics): accepting the flags would print a file that looks as if it
-    // honoured them. What --ema changes at eval is the weights fed as θ.
-    if let (true, Some(flag)) = (a.eval, a.recipe.given().first()) {
+    // Every recipe has the same forwards (logits from θ and the running or
+    // the batch's statistics): accepting the flags would print a file that
+    // looks as if it honoured them. What --ema changes at eval is the
+    // weights fed as θ.
+    if let (Some(f), Some(flag)) = (forward_flag, a.recipe.given().first()) {
         bail!(
-            "{flag} applies to the train step, not to --eval: the eval forward is the same \
+            "{flag} applies to the train step, not to {f}: the forward is the same \
              function for every recipe (with --ema, feed it the EMA shadow as θ, as \
              `certgrad eval RUN_DIR` and the training loop's evaluation do)"
         );
@@ -168,6 +177,8 @@ pub fn render(a: &RenderArgs) -> Result<()> {
     let t0 = Instant::now();
     let r = if a.eval {
         render_eval_forward(&net, a.batch)
+    } else if a.forward {
+        render_train_forward(&net, a.batch)
     } else {
         let step = StepOptions {
             optimizer: opt,
@@ -227,7 +238,7 @@ pub fn render(a: &RenderArgs) -> Result<()> {
         .iter()
         .find(|(name, _)| *name == "stablehlo.select_and_scatter")
         .map_or(0, |(_, c)| *c);
-    if !a.eval {
+    if forward_flag.is_none() {
         println!(
             "  max-pool backward: {} ({scatters} select_and_scatter)",
             a.pool_backward

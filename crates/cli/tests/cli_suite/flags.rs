@@ -130,7 +130,7 @@ fn certify_op_honours_probes_and_points() {
 }
 
 #[test]
-fn render_eval_refuses_drop_path_and_the_step_takes_it() {
+fn render_forwards_refuse_drop_path_and_the_step_takes_it() {
     let d = temp("evaldp");
     let net = "vit-tiny-w12-k10-32x32-p8";
     let eval = d.join("eval.mlir");
@@ -152,6 +152,47 @@ fn render_eval_refuses_drop_path_and_the_step_takes_it() {
         ],
     );
     assert!(!eval.exists(), "a refused render wrote its file");
+    refused(
+        &[
+            "render",
+            net,
+            "--forward",
+            "--drop-path",
+            "0.1",
+            "-o",
+            eval.to_str().unwrap(),
+        ],
+        &[
+            "--drop-path 0.1",
+            "applies to the train step, not to --forward",
+        ],
+    );
+    refused(
+        &[
+            "render",
+            net,
+            "--forward",
+            "--eval",
+            "-o",
+            eval.to_str().unwrap(),
+        ],
+        &["'--forward' cannot be used with '--eval'"],
+    );
+    assert!(!eval.exists(), "a refused render wrote its file");
+    let fwd = d.join("fwd.mlir");
+    let o = certgrad(&[
+        "render",
+        "cifar8-bbn",
+        "--forward",
+        "-o",
+        fwd.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(
+        text(&o).contains("@cifar8_bbn_fwd: 39 inputs -> 1 outputs"),
+        "{}",
+        text(&o)
+    );
     let step = d.join("step.mlir");
     let o = certgrad(&[
         "render",

@@ -1,6 +1,7 @@
 //! The forwards rendered on their own: the eval forward (true-batch norms in
-//! the Eval world, running statistics as inputs), the logits forward in any
-//! BN world, and the standalone loss forward.
+//! the Eval world, running statistics as inputs), the train-mode forward
+//! (batch statistics, no running statistics taken), the logits forward in
+//! any BN world, and the standalone loss forward.
 
 use super::render::{finish_render, spans, split_params};
 use super::{
@@ -29,7 +30,28 @@ pub fn render_logits_forward(
     batch: i64,
     world: BnWorld,
 ) -> Result<Rendered, LayerError> {
-    let sig = eval_signature(net, batch)?;
+    logits_forward(net, batch, world, eval_signature(net, batch)?)
+}
+
+/// The train-mode forward `@{net}_fwd(x [B, C·H·W], θ…) -> logits`: every
+/// true-batch norm normalises by the batch's own statistics, as the train
+/// step's forward does, so no running statistics are taken.
+pub fn render_train_forward(net: &NetSpec, batch: i64) -> Result<Rendered, LayerError> {
+    let mut sig = eval_signature(net, batch)?;
+    sig.inputs
+        .retain(|s| !matches!(s.kind, SlotKind::RunningMean | SlotKind::RunningVar));
+    sig.func = format!("{}_fwd", slug(net));
+    logits_forward(net, batch, BnWorld::Batch, sig)
+}
+
+/// The logits forward of `net` in `world` under the signature `sig`, which
+/// names every parameter the switched chain reads.
+fn logits_forward(
+    net: &NetSpec,
+    batch: i64,
+    world: BnWorld,
+    sig: StepSignature,
+) -> Result<Rendered, LayerError> {
     let switched = net.with_batch_stat_bns_in(world);
     let chain = switched.chain()?;
     let x4_ty = net.input_type(batch);
@@ -50,7 +72,7 @@ pub fn render_logits_forward(
         .map(|p| {
             by_name.get(p.name.as_str()).copied().ok_or_else(|| {
                 LayerError(format!(
-                    "{}: the {world:?}-world forward needs {}, which the eval signature lacks",
+                    "{}: the {world:?}-world forward needs {}, which its signature lacks",
                     net.name, p.name
                 ))
             })

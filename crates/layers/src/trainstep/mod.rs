@@ -22,7 +22,9 @@ mod render;
 mod signature;
 mod tails;
 
-pub use eval::{render_eval_forward, render_logits_forward, render_loss_forward};
+pub use eval::{
+    render_eval_forward, render_logits_forward, render_loss_forward, render_train_forward,
+};
 pub use recipe::{
     default_decay, param_group, tail_formula, Fault, Loss, ParamGroup, Recipe, RecipeFlags,
     WdExclude, CLIP_DELTA, CLIP_NORM, EMA_DECAY,

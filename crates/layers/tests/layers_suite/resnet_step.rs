@@ -11,8 +11,8 @@ use ir::{Func, OpKind, ValueId};
 use layers::net::{resnet34, resnet34_width, resnet50_width, BatchNormSpec, LayerSpec, NetSpec};
 use layers::ops::norm::BnWorld;
 use layers::trainstep::{
-    eval_signature, render_eval_forward, render_logits_forward, render_step, step_signature,
-    Optimizer, SlotKind, StepOptions,
+    eval_signature, render_eval_forward, render_logits_forward, render_step, render_train_forward,
+    step_signature, Optimizer, SlotKind, StepOptions,
 };
 use std::collections::HashSet;
 
@@ -181,5 +181,30 @@ fn resnet_eval_forward_reads_every_running_stat_and_no_batch_statistic() {
         assert_eq!(unread, 2 * bns, "{}", net.name);
         let text = ir::print::print_module(&stale.module);
         assert!(text.contains("dimensions = [0, 2, 3]"), "{}", net.name);
+    }
+}
+
+/// The train-mode forward takes x and θ only, reads every θ, and
+/// normalises every batch norm by the batch's own statistics (a mean and a
+/// variance reduction over the batch per BN); the eval forward, rendered
+/// the same way, makes none of those reductions.
+#[test]
+fn resnet_train_forward_takes_no_running_stat_and_normalises_by_the_batch() {
+    for (net, params, bns) in small_nets() {
+        let fwd = render_train_forward(&net, 2).unwrap();
+        let sig = &fwd.signature;
+        assert!(sig.func.ends_with("_fwd"), "{}", sig.func);
+        assert_eq!(sig.inputs.len(), 1 + params, "{}", net.name);
+        assert!(
+            sig.inputs[1..].iter().all(|s| s.kind == SlotKind::Param),
+            "{}",
+            net.name
+        );
+        let theta: Vec<usize> = (1..=params).collect();
+        let (reduces, unread) = batch_reduces_and_unread_params(fwd.func(), &theta);
+        assert_eq!((reduces, unread), (2 * bns, 0), "{}", net.name);
+        let eval = render_eval_forward(&net, 2).unwrap();
+        let (reduces, _) = batch_reduces_and_unread_params(eval.func(), &theta);
+        assert_eq!(reduces, 0, "{}", net.name);
     }
 }
