@@ -582,8 +582,10 @@ fn drop_path_step_ties_and_the_default_render_has_no_keep_inputs() {
         r.signature.func
     );
     assert!(r.text().contains("drop path 0.1"));
-    // The same parameters and outputs as the plain step.
-    assert_eq!(r.signature.outputs, plain.signature.outputs);
+    // The plain step's outputs, then the keeps returned unchanged.
+    let mut outputs = plain.signature.outputs.clone();
+    outputs.extend(dp.iter().map(|&i| r.signature.inputs[i].clone()));
+    assert_eq!(r.signature.outputs, outputs);
     let t = certify_recipe_step(&net, 2, &so, &r.module, &StepTieOptions::default());
     eprintln!("{} drop-path step: {:.1}s", net.name, t.seconds);
     assert!(t.certified(), "{:?}", t.verdict);

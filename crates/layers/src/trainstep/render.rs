@@ -299,6 +299,8 @@ pub fn render_step(net: &NetSpec, batch: i64, opts: &StepOptions) -> Result<Rend
             .ok_or_else(|| LayerError(format!("{}: batch norm saved no statistics", site.name)))?;
         outs.extend([mean, var]);
     }
+    // The drop-path keeps return unchanged, as the signature lists them.
+    outs.extend(keeps.iter().copied());
     let func = fb.finish(&outs)?;
 
     let mut layer_params = split_params(&chain, &x4_ty, &chain_params)?;

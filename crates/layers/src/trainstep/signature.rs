@@ -211,12 +211,17 @@ pub fn step_signature_with(
                 net.name
             )));
         }
+        // Returned unchanged too, after the batch statistics (the
+        // reference project's convention: every argument but x and the
+        // labels comes back).
         for i in 0..sites.len() {
-            inputs.push(slot(
+            let s = slot(
                 format!("dp{i}"),
                 SlotKind::DropPath,
                 TensorType::f32(vec![batch]),
-            ));
+            );
+            inputs.push(s.clone());
+            outputs.push(s);
         }
     }
     inputs.push(slot(

@@ -52,7 +52,7 @@ fn a_convnext_field_that_cannot_be_right_is_named_with_its_line() {
 }
 
 #[test]
-fn the_drop_path_render_adds_only_the_keep_inputs() {
+fn the_drop_path_render_adds_the_keep_inputs_and_returns_them() {
     let mut net = by_name("convnext-t").unwrap();
     net.input = (3, 32, 32);
     let plain = render_step(&net, 3, &StepOptions::new(Optimizer::AdamW)).unwrap();
@@ -77,7 +77,10 @@ fn the_drop_path_render_adds_only_the_keep_inputs() {
         .all(|(i, s)| s.kind == SlotKind::DropPath
             && s.name == format!("dp{i}")
             && s.ty.shape == [3]));
-    assert_eq!(r.signature.outputs, plain.signature.outputs);
+    // The keeps come back unchanged after the plain step's outputs.
+    let mut outputs = plain.signature.outputs.clone();
+    outputs.extend(extra.iter().map(|s| (*s).clone()));
+    assert_eq!(r.signature.outputs, outputs);
     assert!(r.text().contains("keep_i = 1 - 0.1*i/(blocks-1)"));
     // A rate outside [0, 1) names the flag.
     let bad = StepOptions {
