@@ -15,14 +15,12 @@
 //! (`stages.2.blocks.4.fc1.W`).
 
 use crate::blocks_mobile::LayerSwap;
-use crate::combinators::{Chain, Residual};
-use crate::emit::EmitResult;
-use crate::layer::{CertLayer, Grads, LayerError, ParamSpec, Saved, Sites};
+use crate::combinators::{Chain, LabelledBlock, Residual};
+use crate::layer::{CertLayer, LayerError};
 use crate::ops::activation::{Gelu, GeluForm};
 use crate::ops::conv::{Conv2d, DepthwiseConv2d, Padding};
 use crate::ops::norm::{LayerNorm, LnKind};
 use crate::ops::scale::LayerScale;
-use ir::{FuncBuilder, TensorType, ValueId};
 use serde::{Deserialize, Serialize};
 
 /// The MLP nonlinearity of a ConvNeXt block.
@@ -44,11 +42,7 @@ impl MlpActivation {
 }
 
 /// A built ConvNeXt block kind: its chain, plain or inside a skip.
-pub struct ConvNextBlock {
-    /// The block's kind and configuration in words.
-    pub label: String,
-    pub body: Box<dyn CertLayer>,
-}
+pub type ConvNextBlock = LabelledBlock;
 
 /// A block's chain as it is assembled, each layer passed through the swap
 /// (negative controls inject one bug into one named layer).
@@ -283,40 +277,10 @@ impl ConvNextBlockSpec {
     }
 }
 
-impl CertLayer for ConvNextBlock {
-    fn name(&self) -> String {
-        self.label.clone()
-    }
-    fn output_type(&self, input: &TensorType) -> Result<TensorType, LayerError> {
-        self.body.output_type(input)
-    }
-    fn params(&self, input: &TensorType) -> Vec<ParamSpec> {
-        self.body.params(input)
-    }
-    fn forward(
-        &self,
-        fb: &mut FuncBuilder,
-        x: ValueId,
-        params: &[ValueId],
-        sites: &mut Sites,
-    ) -> EmitResult<Saved> {
-        self.body.forward(fb, x, params, sites)
-    }
-    fn backward(
-        &self,
-        fb: &mut FuncBuilder,
-        x: ValueId,
-        params: &[ValueId],
-        saved: &Saved,
-        dy: ValueId,
-    ) -> EmitResult<Grads> {
-        self.body.backward(fb, x, params, saved, dy)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ir::TensorType;
 
     fn block() -> ConvNextBlockSpec {
         ConvNextBlockSpec {

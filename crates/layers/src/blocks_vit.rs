@@ -15,9 +15,9 @@
 //! `cls`, `fc`. Every op is smooth: the family has no kink sites.
 
 use crate::blocks_mobile::LayerSwap;
-use crate::combinators::{Chain, Residual};
+use crate::combinators::{Chain, LabelledBlock, Residual};
 use crate::emit::{Emit, EmitResult};
-use crate::layer::{CertLayer, Grads, LayerError, ParamSpec, Saved, Sites};
+use crate::layer::{CertLayer, Grads, LayerError, Saved, Sites};
 use crate::ops::activation::{Gelu, GeluForm};
 use crate::ops::attention::{MultiHeadSelfAttention, PatchEmbed};
 use crate::ops::dense::Dense;
@@ -95,10 +95,7 @@ pub fn residual(branch: Chain, drop_path: bool) -> Box<dyn CertLayer> {
 
 /// A built ViT block (embedding, encoder block or head): its body and its
 /// configuration in words. Its `Saved` is the body's own.
-pub struct VitBlock {
-    pub label: String,
-    pub body: Box<dyn CertLayer>,
-}
+pub type VitBlock = LabelledBlock;
 
 /// A chain whose layers pass through `swap` as they are pushed (negative
 /// controls replace one named layer; `prefix` makes the name block-wide,
@@ -320,37 +317,6 @@ impl VitHeadSpec {
             ),
             body: Box::new(l.chain),
         })
-    }
-}
-
-impl CertLayer for VitBlock {
-    fn name(&self) -> String {
-        self.label.clone()
-    }
-    fn output_type(&self, input: &TensorType) -> Result<TensorType, LayerError> {
-        self.body.output_type(input)
-    }
-    fn params(&self, input: &TensorType) -> Vec<ParamSpec> {
-        self.body.params(input)
-    }
-    fn forward(
-        &self,
-        fb: &mut FuncBuilder,
-        x: ValueId,
-        params: &[ValueId],
-        sites: &mut Sites,
-    ) -> EmitResult<Saved> {
-        self.body.forward(fb, x, params, sites)
-    }
-    fn backward(
-        &self,
-        fb: &mut FuncBuilder,
-        x: ValueId,
-        params: &[ValueId],
-        saved: &Saved,
-        dy: ValueId,
-    ) -> EmitResult<Grads> {
-        self.body.backward(fb, x, params, saved, dy)
     }
 }
 
