@@ -96,10 +96,11 @@ struct Stages<'a> {
 }
 
 impl<'a> Stages<'a> {
-    fn new(norm: BlockNorm, swap: LayerSwap<'a>) -> Self {
+    /// An empty chain whose batch norms take `world` and `eps`.
+    fn new(world: BnWorld, eps: f64, swap: LayerSwap<'a>) -> Self {
         Stages {
             chain: Chain::new(),
-            norm,
+            norm: BlockNorm { world, eps },
             swap,
         }
     }
@@ -169,8 +170,10 @@ impl<'a> Stages<'a> {
         self.bn("project_bn", io.1);
     }
 
-    /// The block, with an identity skip around the chain when `skip`.
-    fn finish(self, label: String, skip: bool) -> MobileBlock {
+    /// The block, with an identity skip around the chain when `skip`, its
+    /// label `config` marked ` +skip` then.
+    fn finish(self, config: String, skip: bool) -> MobileBlock {
+        let label = format!("{config}{}", if skip { " +skip" } else { "" });
         let body: Box<dyn CertLayer> = if skip {
             Box::new(Residual::new(Box::new(self.chain)))
         } else {
@@ -198,14 +201,6 @@ fn check_eps(what: &str, eps: f64) -> Result<(), LayerError> {
     }
 }
 
-fn skip_word(skip: bool) -> &'static str {
-    if skip {
-        " +skip"
-    } else {
-        ""
-    }
-}
-
 /// conv k×k/`stride` → BN → activation, bias-free: the nets' stems and
 /// 1×1 heads (MobileNetV4's head is two of them).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -221,14 +216,6 @@ pub struct ConvBnActSpec {
 }
 
 impl ConvBnActSpec {
-    /// The block's BN conventions.
-    pub fn norm(&self) -> BlockNorm {
-        BlockNorm {
-            world: self.world,
-            eps: self.eps,
-        }
-    }
-
     pub fn build(&self, in_ch: i64) -> Result<MobileBlock, LayerError> {
         self.build_with(in_ch, &mut |_, l| l)
     }
@@ -245,7 +232,7 @@ impl ConvBnActSpec {
             ],
         )?;
         check_eps(what, self.eps)?;
-        let mut s = Stages::new(self.norm(), swap);
+        let mut s = Stages::new(self.world, self.eps, swap);
         s.conv(
             "conv",
             self.k,
@@ -287,14 +274,6 @@ pub struct InvertedResidualSpec {
 }
 
 impl InvertedResidualSpec {
-    /// The block's BN conventions.
-    pub fn norm(&self) -> BlockNorm {
-        BlockNorm {
-            world: self.world,
-            eps: self.eps,
-        }
-    }
-
     pub fn build(&self, in_ch: i64) -> Result<MobileBlock, LayerError> {
         self.build_with(in_ch, &mut |_, l| l)
     }
@@ -312,7 +291,7 @@ impl InvertedResidualSpec {
         )?;
         check_eps(what, self.eps)?;
         let mid = in_ch * self.expand;
-        let mut s = Stages::new(self.norm(), swap);
+        let mut s = Stages::new(self.world, self.eps, swap);
         if self.expand != 1 {
             s.conv_bn_act("expand", (1, 1, self.padding), (in_ch, mid), self.act);
         }
@@ -320,13 +299,12 @@ impl InvertedResidualSpec {
         s.project(self.padding, (mid, self.out_ch));
         let skip = self.skip.applies(self.stride, in_ch, self.out_ch);
         let label = format!(
-            "inverted residual t={} dw{k}×{k}/s{} {:?} {in_ch}→{mid}→{} {}{}",
+            "inverted residual t={} dw{k}×{k}/s{} {:?} {in_ch}→{mid}→{} {}",
             self.expand,
             self.stride,
             self.padding,
             self.out_ch,
             self.act.word(),
-            skip_word(skip),
             k = self.k
         );
         Ok(s.finish(label, skip))
@@ -355,14 +333,6 @@ pub struct MbConvSeSpec {
 }
 
 impl MbConvSeSpec {
-    /// The block's BN conventions.
-    pub fn norm(&self) -> BlockNorm {
-        BlockNorm {
-            world: self.world,
-            eps: self.eps,
-        }
-    }
-
     pub fn build(&self, in_ch: i64) -> Result<MobileBlock, LayerError> {
         self.build_with(in_ch, &mut |_, l| l)
     }
@@ -382,7 +352,7 @@ impl MbConvSeSpec {
         check_eps(what, self.eps)?;
         let mid = in_ch * self.expand;
         let reduced = (in_ch / self.se_divisor).max(1);
-        let mut s = Stages::new(self.norm(), swap);
+        let mut s = Stages::new(self.world, self.eps, swap);
         if self.expand != 1 {
             s.conv_bn_act("expand", (1, 1, self.padding), (in_ch, mid), self.act);
         }
@@ -391,13 +361,12 @@ impl MbConvSeSpec {
         s.project(self.padding, (mid, self.out_ch));
         let skip = self.skip.applies(self.stride, in_ch, self.out_ch);
         let label = format!(
-            "mbconv-se t={} dw{k}×{k}/s{} {:?} {in_ch}→{mid}→{} se r={reduced} {}{}",
+            "mbconv-se t={} dw{k}×{k}/s{} {:?} {in_ch}→{mid}→{} se r={reduced} {}",
             self.expand,
             self.stride,
             self.padding,
             self.out_ch,
             self.act.word(),
-            skip_word(skip),
             k = self.k
         );
         Ok(s.finish(label, skip))
@@ -422,14 +391,6 @@ pub struct FusedMbConvSpec {
 }
 
 impl FusedMbConvSpec {
-    /// The block's BN conventions.
-    pub fn norm(&self) -> BlockNorm {
-        BlockNorm {
-            world: self.world,
-            eps: self.eps,
-        }
-    }
-
     pub fn build(&self, in_ch: i64) -> Result<MobileBlock, LayerError> {
         self.build_with(in_ch, &mut |_, l| l)
     }
@@ -446,7 +407,7 @@ impl FusedMbConvSpec {
             ],
         )?;
         check_eps(what, self.eps)?;
-        let mut s = Stages::new(self.norm(), swap);
+        let mut s = Stages::new(self.world, self.eps, swap);
         let conv = (self.k, self.stride, self.padding);
         let mid = if self.expand == 1 {
             s.conv_bn_act("fused", conv, (in_ch, self.out_ch), self.act);
@@ -459,13 +420,12 @@ impl FusedMbConvSpec {
         };
         let skip = self.skip.applies(self.stride, in_ch, self.out_ch);
         let label = format!(
-            "fused-mbconv t={} conv{k}×{k}/s{} {:?} {in_ch}→{mid}→{} {}{}",
+            "fused-mbconv t={} conv{k}×{k}/s{} {:?} {in_ch}→{mid}→{} {}",
             self.expand,
             self.stride,
             self.padding,
             self.out_ch,
             self.act.word(),
-            skip_word(skip),
             k = self.k
         );
         Ok(s.finish(label, skip))
@@ -496,14 +456,6 @@ pub struct UibSpec {
 }
 
 impl UibSpec {
-    /// The block's BN conventions.
-    pub fn norm(&self) -> BlockNorm {
-        BlockNorm {
-            world: self.world,
-            eps: self.eps,
-        }
-    }
-
     pub fn build(&self, in_ch: i64) -> Result<MobileBlock, LayerError> {
         self.build_with(in_ch, &mut |_, l| l)
     }
@@ -538,7 +490,7 @@ impl UibSpec {
         } else {
             (1, self.stride)
         };
-        let mut s = Stages::new(self.norm(), swap);
+        let mut s = Stages::new(self.world, self.eps, swap);
         if self.pre_dw_k > 0 {
             s.dw_bn_act(
                 "pre_dw",
@@ -559,15 +511,14 @@ impl UibSpec {
         s.project(self.padding, (mid, self.out_ch));
         let skip = self.skip.applies(self.stride, in_ch, self.out_ch);
         let label = format!(
-            "uib pre-dw {} post-dw {} t={} s{} {:?} {in_ch}→{mid}→{} {}{}",
+            "uib pre-dw {} post-dw {} t={} s{} {:?} {in_ch}→{mid}→{} {}",
             self.pre_dw_k,
             self.post_dw_k,
             self.expand,
             self.stride,
             self.padding,
             self.out_ch,
-            self.act.word(),
-            skip_word(skip)
+            self.act.word()
         );
         Ok(s.finish(label, skip))
     }
