@@ -71,10 +71,7 @@ impl CertLayer for ClsToken {
         let dy3 = fb.reshape(dy, &[n, 1, d])?;
         // Zero cotangent for tokens 1..T: pad token 0's on the high side.
         let dx = fb.pad(dy3, &[0, 0, 0], &[0, t - 1, 0], &[0, 0, 0])?;
-        Ok(Grads {
-            dx,
-            dparams: Vec::new(),
-        })
+        Ok(Grads::input_only(dx))
     }
 }
 

@@ -190,6 +190,17 @@ pub struct Grads {
     pub dparams: Vec<ValueId>,
 }
 
+impl Grads {
+    /// The backward map of a layer without parameters: the input cotangent
+    /// `dx` alone.
+    pub fn input_only(dx: ValueId) -> Self {
+        Grads {
+            dx,
+            dparams: Vec::new(),
+        }
+    }
+}
+
 /// A certified layer. `x` is always the full batched input (e.g. `[N,C,H,W]`).
 pub trait CertLayer: Send + Sync {
     /// The op and its configuration, e.g. `conv2d k=3 s=2 Symmetric 16→32`.

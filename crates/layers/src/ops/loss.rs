@@ -304,10 +304,7 @@ impl CertLayer for Softmax {
         let s = fb.bcast(s, &kept, &shape)?;
         let centred = fb.sub(dp, s)?;
         let dz = fb.mul(p, centred)?;
-        Ok(Grads {
-            dx: dz,
-            dparams: Vec::new(),
-        })
+        Ok(Grads::input_only(dz))
     }
 }
 
