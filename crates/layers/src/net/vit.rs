@@ -11,7 +11,6 @@ use super::sizes::{Sizes, HW};
 use super::{LayerSpec, NetSpec};
 use crate::blocks_vit::{PatchEmbedSpec, VitBlockSpec, VitHeadSpec};
 use crate::layer::{CertLayer, LayerError};
-use crate::ops::norm::BnWorld;
 use crate::ops::pool::PoolBackward;
 use ir::TensorType;
 
@@ -30,10 +29,6 @@ impl BlockSpec for PatchEmbedSpec {
     fn build(&self, input: &TensorType, _: &BuildCtx) -> Result<Box<dyn CertLayer>, LayerError> {
         Ok(Box::new(PatchEmbedSpec::build(self, input)?))
     }
-    fn bn_world(&self) -> Option<BnWorld> {
-        None
-    }
-    fn set_bn_world(&mut self, _: BnWorld) {}
     fn validate(&self) -> Result<(), FieldError> {
         at_least("patch", self.patch, 1)?;
         at_least("dim", self.dim, 1)
@@ -45,10 +40,6 @@ impl BlockSpec for VitBlockSpec {
         let block = self.build_with(token_dim(input)?, ctx.drop_path, &mut |_, l| l)?;
         Ok(Box::new(block))
     }
-    fn bn_world(&self) -> Option<BnWorld> {
-        None
-    }
-    fn set_bn_world(&mut self, _: BnWorld) {}
     fn validate(&self) -> Result<(), FieldError> {
         at_least("heads", self.heads, 1)?;
         at_least("mlp", self.mlp, 1)?;
@@ -64,10 +55,6 @@ impl BlockSpec for VitHeadSpec {
     fn build(&self, input: &TensorType, _: &BuildCtx) -> Result<Box<dyn CertLayer>, LayerError> {
         Ok(Box::new(VitHeadSpec::build(self, token_dim(input)?)?))
     }
-    fn bn_world(&self) -> Option<BnWorld> {
-        None
-    }
-    fn set_bn_world(&mut self, _: BnWorld) {}
     fn validate(&self) -> Result<(), FieldError> {
         at_least("out_f", self.out_f, 1)?;
         positive_eps("eps", self.eps)
