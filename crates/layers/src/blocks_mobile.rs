@@ -13,8 +13,10 @@
 //! `pre_dw…` / `post_dw…`), which scopes their parameters
 //! (`blocks.7.dw.W`) and kink sites (`blocks.7.dw_act.relu6_upper`).
 
+pub use crate::block_parts::LayerSwap;
+use crate::block_parts::{check_eps, SwapChain};
 use crate::blocks::BlockNorm;
-use crate::combinators::{Chain, Residual};
+use crate::combinators::Residual;
 use crate::emit::EmitResult;
 use crate::layer::{BlockBn, CertLayer, Grads, LayerError, ParamSpec, Saved, Sites};
 use crate::ops::activation::{Relu, Relu6, Swish};
@@ -83,31 +85,24 @@ pub struct MobileBlock {
     pub skip: bool,
 }
 
-/// Replaces a block's layer while it is built: `(layer name, layer) → layer`.
-/// Negative controls use it to inject one bug into one named layer of a
-/// block that is otherwise built by the same code as the real one.
-pub type LayerSwap<'a> = &'a mut dyn FnMut(&str, Box<dyn CertLayer>) -> Box<dyn CertLayer>;
-
-/// A block's main chain as it is assembled.
+/// A block's main chain as it is assembled, its batch norms under the
+/// block's conventions.
 struct Stages<'a> {
-    chain: Chain,
+    parts: SwapChain<'a>,
     norm: BlockNorm,
-    swap: LayerSwap<'a>,
 }
 
 impl<'a> Stages<'a> {
     /// An empty chain whose batch norms take `world` and `eps`.
     fn new(world: BnWorld, eps: f64, swap: LayerSwap<'a>) -> Self {
         Stages {
-            chain: Chain::new(),
+            parts: SwapChain::new(swap),
             norm: BlockNorm { world, eps },
-            swap,
         }
     }
 
     fn push(&mut self, name: &str, layer: Box<dyn CertLayer>) {
-        let layer = (self.swap)(name, layer);
-        self.chain.layers.push((name.into(), layer));
+        self.parts.push(name, layer);
     }
 
     /// A bias-free conv (the BN's β is the bias), `k`×`k`/`stride`.
@@ -175,9 +170,9 @@ impl<'a> Stages<'a> {
     fn finish(self, config: String, skip: bool) -> MobileBlock {
         let label = format!("{config}{}", if skip { " +skip" } else { "" });
         let body: Box<dyn CertLayer> = if skip {
-            Box::new(Residual::new(Box::new(self.chain)))
+            Box::new(Residual::new(Box::new(self.parts.chain)))
         } else {
-            Box::new(self.chain)
+            Box::new(self.parts.chain)
         };
         MobileBlock { label, body, skip }
     }
@@ -190,14 +185,6 @@ fn check_positive(what: &str, fields: &[(&str, i64)]) -> Result<(), LayerError> 
             "{what}: {name} must be in [1, {max}], got {v}"
         ))),
         None => Ok(()),
-    }
-}
-
-fn check_eps(what: &str, eps: f64) -> Result<(), LayerError> {
-    if eps > 0.0 && eps.is_finite() {
-        Ok(())
-    } else {
-        Err(LayerError(format!("{what}: eps must be > 0, got {eps}")))
     }
 }
 

@@ -14,7 +14,7 @@
 //! `blocks.5.attn.mhsa.Wq`, `blocks.5.mlp.fc1.W`); the head's are `norm`,
 //! `cls`, `fc`. Every op is smooth: the family has no kink sites.
 
-use crate::blocks_mobile::LayerSwap;
+use crate::block_parts::{check_eps, check_positive, LayerSwap, SwapChain};
 use crate::combinators::{Chain, LabelledBlock, Residual};
 use crate::emit::{Emit, EmitResult};
 use crate::layer::{CertLayer, Grads, LayerError, Saved, Sites};
@@ -93,42 +93,6 @@ pub fn residual(branch: Chain, drop_path: bool) -> Box<dyn CertLayer> {
 /// A built ViT block (embedding, encoder block or head): its body and its
 /// configuration in words. Its `Saved` is the body's own.
 pub type VitBlock = LabelledBlock;
-
-/// A chain whose layers pass through `swap` as they are pushed (negative
-/// controls replace one named layer; `prefix` makes the name block-wide,
-/// e.g. `attn.mhsa`).
-struct Layers<'a> {
-    chain: Chain,
-    prefix: &'static str,
-    swap: LayerSwap<'a>,
-}
-
-impl Layers<'_> {
-    fn push(&mut self, name: &str, layer: Box<dyn CertLayer>) {
-        let full = if self.prefix.is_empty() {
-            name.to_string()
-        } else {
-            format!("{}.{name}", self.prefix)
-        };
-        let layer = (self.swap)(&full, layer);
-        self.chain.layers.push((name.into(), layer));
-    }
-}
-
-fn check_positive(what: &str, fields: &[(&str, i64)]) -> Result<(), LayerError> {
-    match fields.iter().find(|(_, v)| *v < 1) {
-        Some((name, v)) => Err(LayerError(format!("{what}: {name} must be ≥ 1, got {v}"))),
-        None => Ok(()),
-    }
-}
-
-fn check_eps(what: &str, eps: f64) -> Result<(), LayerError> {
-    if eps > 0.0 && eps.is_finite() {
-        Ok(())
-    } else {
-        Err(LayerError(format!("{what}: eps must be > 0, got {eps}")))
-    }
-}
 
 fn row_ln(dim: i64, eps: f64) -> Box<dyn CertLayer> {
     Box::new(LayerNorm {
@@ -235,11 +199,7 @@ impl VitBlockSpec {
             )));
         }
         check_eps(what, self.eps)?;
-        let mut attn = Layers {
-            chain: Chain::new(),
-            prefix: "attn",
-            swap: &mut *swap,
-        };
+        let mut attn = SwapChain::with_prefix("attn", &mut *swap);
         attn.push("norm", row_ln(dim, self.eps));
         attn.push(
             "mhsa",
@@ -249,11 +209,7 @@ impl VitBlockSpec {
             }),
         );
         let attn = attn.chain;
-        let mut mlp = Layers {
-            chain: Chain::new(),
-            prefix: "mlp",
-            swap: &mut *swap,
-        };
+        let mut mlp = SwapChain::with_prefix("mlp", &mut *swap);
         mlp.push("norm", row_ln(dim, self.eps));
         let dense = |in_f, out_f| -> Box<dyn CertLayer> {
             Box::new(Dense {
@@ -292,11 +248,7 @@ impl VitHeadSpec {
         let what = "vit head";
         check_positive(what, &[("dim", dim), ("out_f", self.out_f)])?;
         check_eps(what, self.eps)?;
-        let mut l = Layers {
-            chain: Chain::new(),
-            prefix: "",
-            swap: &mut *swap,
-        };
+        let mut l = SwapChain::new(&mut *swap);
         l.push("norm", row_ln(dim, self.eps));
         l.push("cls", Box::new(ClsToken));
         l.push(
