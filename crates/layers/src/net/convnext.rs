@@ -209,9 +209,7 @@ pub fn by_name(name: &str) -> Option<NetSpec> {
     let rest = name.strip_prefix("convnext-")?;
     let (tag, rest) = rest.split_at(rest.find('-').unwrap_or(rest.len()));
     let v = VARIANTS.into_iter().find(|v| v.tag == tag)?;
-    let sizes = Sizes::parse(rest)?;
-    let net = convnext(v, sizes.classes, sizes.hw);
-    (net.name == name).then_some(net)
+    Sizes::build_named(name, rest, |s| convnext(v, s.classes, s.hw))
 }
 
 #[cfg(test)]

@@ -20,6 +20,18 @@ use crate::ops::pool::PoolBackward;
 use ir::TensorType;
 
 mod block;
+
+/// The shape of the parameter `name` among `ps` (tests read a built net's
+/// parameter shapes by name); panics naming it if there is none.
+#[cfg(test)]
+fn param_shape(ps: &[ParamSpec], name: &str) -> Vec<i64> {
+    ps.iter()
+        .find(|p| p.name == name)
+        .unwrap_or_else(|| panic!("{name}"))
+        .ty
+        .shape
+        .clone()
+}
 mod builtin;
 mod convnext;
 mod file;

@@ -172,10 +172,10 @@ pub fn by_name(name: &str) -> Option<NetSpec> {
         .iter()
         .filter(|c| name == c.base || name.starts_with(&format!("{}-", c.base)))
         .max_by_key(|c| c.base.len())?;
-    let s = Sizes::parse(&name[c.base.len()..])?;
-    let (dim, patch) = (s.width.unwrap_or(c.dim), s.patch.unwrap_or(PATCH));
-    let net = vit(c, dim, s.classes, s.hw, patch);
-    (net.name == name).then_some(net)
+    Sizes::build_named(name, &name[c.base.len()..], |s| {
+        let (dim, patch) = (s.width.unwrap_or(c.dim), s.patch.unwrap_or(PATCH));
+        vit(c, dim, s.classes, s.hw, patch)
+    })
 }
 
 #[cfg(test)]
@@ -196,14 +196,7 @@ mod tests {
         let ps = by_name("vit-tiny").unwrap().param_specs().unwrap();
         let lns = ps.iter().filter(|p| p.name.ends_with("norm.gamma")).count();
         assert_eq!(lns, 25, "2 per block + the head's");
-        let shape = |name: &str| {
-            ps.iter()
-                .find(|p| p.name == name)
-                .unwrap_or_else(|| panic!("{name}"))
-                .ty
-                .shape
-                .clone()
-        };
+        let shape = |name: &str| super::super::param_shape(&ps, name);
         assert_eq!(shape("patch_embed.W"), [192, 3, 16, 16]);
         assert_eq!(shape("patch_embed.pos"), [197, 192]);
         assert_eq!(shape("patch_embed.cls"), [192]);
