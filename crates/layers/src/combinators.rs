@@ -161,11 +161,7 @@ impl CertLayer for Chain {
             h = s.output();
             children.push(s);
         }
-        Ok(Saved {
-            output: Some(h),
-            values: Vec::new(),
-            children,
-        })
+        Ok(Saved::composite(h, children))
     }
 
     fn backward(
@@ -301,11 +297,7 @@ impl CertLayer for Residual {
             }
             None => fb.add(s.output(), x)?,
         };
-        Ok(Saved {
-            output: Some(y),
-            values: Vec::new(),
-            children: vec![s],
-        })
+        Ok(Saved::composite(y, vec![s]))
     }
     fn backward(
         &self,
@@ -381,11 +373,7 @@ impl CertLayer for Projection {
             self.shortcut.forward(fb, x, &params[n..], s)
         })?;
         let y = fb.add(a.output(), b.output())?;
-        Ok(Saved {
-            output: Some(y),
-            values: Vec::new(),
-            children: vec![a, b],
-        })
+        Ok(Saved::composite(y, vec![a, b]))
     }
     fn backward(
         &self,

@@ -139,6 +139,15 @@ impl Saved {
             ..Default::default()
         }
     }
+    /// A combinator's: its output and its children's `Saved`, nothing of
+    /// its own.
+    pub fn composite(output: ValueId, children: Vec<Saved>) -> Self {
+        Saved {
+            output: Some(output),
+            values: Vec::new(),
+            children,
+        }
+    }
     pub fn output(&self) -> ValueId {
         self.output.expect("forward recorded its output")
     }
