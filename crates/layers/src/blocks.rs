@@ -265,11 +265,7 @@ impl CertLayer for ResidualBlock {
             h = r.output();
             children.push(r);
         }
-        Ok(Saved {
-            output: Some(h),
-            values: Vec::new(),
-            children,
-        })
+        Ok(Saved::composite(h, children))
     }
     fn backward(
         &self,

@@ -14,15 +14,13 @@
 //! `act`, `fc2`, `scale` (block) — which scopes their parameters
 //! (`stages.2.blocks.4.fc1.W`).
 
-use crate::blocks_mobile::LayerSwap;
-use crate::combinators::{Chain, Residual};
-use crate::emit::EmitResult;
-use crate::layer::{CertLayer, Grads, LayerError, ParamSpec, Saved, Sites};
+use crate::block_parts::{check_eps, check_positive, LayerSwap, SwapChain};
+use crate::combinators::{Chain, LabelledBlock, Residual};
+use crate::layer::{CertLayer, LayerError};
 use crate::ops::activation::{Gelu, GeluForm};
 use crate::ops::conv::{Conv2d, DepthwiseConv2d, Padding};
 use crate::ops::norm::{LayerNorm, LnKind};
 use crate::ops::scale::LayerScale;
-use ir::{FuncBuilder, TensorType, ValueId};
 use serde::{Deserialize, Serialize};
 
 /// The MLP nonlinearity of a ConvNeXt block.
@@ -44,43 +42,41 @@ impl MlpActivation {
 }
 
 /// A built ConvNeXt block kind: its chain, plain or inside a skip.
-pub struct ConvNextBlock {
-    /// The block's kind and configuration in words.
-    pub label: String,
-    pub body: Box<dyn CertLayer>,
+pub type ConvNextBlock = LabelledBlock;
+
+/// The channel LN (`norm`) of every ConvNeXt block kind.
+fn channel_ln(ch: i64, eps: f64) -> Box<dyn CertLayer> {
+    Box::new(LayerNorm {
+        dim: ch,
+        eps,
+        kind: LnKind::Channel,
+    })
 }
 
-/// A block's chain as it is assembled, each layer passed through the swap
-/// (negative controls inject one bug into one named layer).
-struct Parts<'a> {
-    chain: Chain,
-    swap: LayerSwap<'a>,
-}
-
-impl Parts<'_> {
-    fn push(&mut self, name: &str, layer: Box<dyn CertLayer>) {
-        let layer = (self.swap)(name, layer);
-        self.chain.layers.push((name.into(), layer));
-    }
-
-    fn norm(&mut self, ch: i64, eps: f64) {
-        let ln = LayerNorm {
-            dim: ch,
-            eps,
-            kind: LnKind::Channel,
-        };
-        self.push("norm", Box::new(ln));
-    }
+/// The k×k/`stride` conv with bias, `io` channels in → out, of the stem and
+/// the downsample, once their fields (with the LN's `eps`) pass the checks.
+fn strided_conv(
+    what: &str,
+    k: i64,
+    stride: i64,
+    padding: Padding,
+    io: (i64, i64),
+    eps: f64,
+) -> Result<Box<dyn CertLayer>, LayerError> {
+    check(what, &[("k", k), ("stride", stride), ("out_ch", io.1)], eps)?;
+    Ok(Box::new(Conv2d {
+        k,
+        stride,
+        padding,
+        in_ch: io.0,
+        out_ch: io.1,
+        bias: true,
+    }))
 }
 
 fn check(what: &str, fields: &[(&str, i64)], eps: f64) -> Result<(), LayerError> {
-    if let Some((name, v)) = fields.iter().find(|(_, v)| *v < 1) {
-        return Err(LayerError(format!("{what}: {name} must be ≥ 1, got {v}")));
-    }
-    if !(eps > 0.0 && eps.is_finite()) {
-        return Err(LayerError(format!("{what}: eps must be > 0, got {eps}")));
-    }
-    Ok(())
+    check_positive(what, fields)?;
+    check_eps(what, eps)
 }
 
 /// The patchify stem: conv k×k/`stride` with bias (docs/conventions.md §4: the 4×4/s4
@@ -105,26 +101,17 @@ impl ConvNextStemSpec {
     /// Layers `conv`, `norm`.
     pub fn build_with(&self, in_ch: i64, swap: LayerSwap) -> Result<ConvNextBlock, LayerError> {
         let what = "convnext stem";
-        let f = [
-            ("k", self.k),
-            ("stride", self.stride),
-            ("out_ch", self.out_ch),
-        ];
-        check(what, &f, self.eps)?;
-        let mut p = Parts {
-            chain: Chain::new(),
-            swap,
-        };
-        let conv = Conv2d {
-            k: self.k,
-            stride: self.stride,
-            padding: self.padding,
-            in_ch,
-            out_ch: self.out_ch,
-            bias: true,
-        };
-        p.push("conv", Box::new(conv));
-        p.norm(self.out_ch, self.eps);
+        let conv = strided_conv(
+            what,
+            self.k,
+            self.stride,
+            self.padding,
+            (in_ch, self.out_ch),
+            self.eps,
+        )?;
+        let mut p = SwapChain::new(swap);
+        p.push("conv", conv);
+        p.push("norm", channel_ln(self.out_ch, self.eps));
         Ok(ConvNextBlock {
             label: format!(
                 "convnext stem conv{k}×{k}/s{} {:?} {in_ch}→{} +b, ln ε={:e}",
@@ -159,26 +146,17 @@ impl ConvNextDownsampleSpec {
     /// Layers `norm`, `conv`.
     pub fn build_with(&self, in_ch: i64, swap: LayerSwap) -> Result<ConvNextBlock, LayerError> {
         let what = "convnext downsample";
-        let f = [
-            ("k", self.k),
-            ("stride", self.stride),
-            ("out_ch", self.out_ch),
-        ];
-        check(what, &f, self.eps)?;
-        let mut p = Parts {
-            chain: Chain::new(),
-            swap,
-        };
-        p.norm(in_ch, self.eps);
-        let conv = Conv2d {
-            k: self.k,
-            stride: self.stride,
-            padding: self.padding,
-            in_ch,
-            out_ch: self.out_ch,
-            bias: true,
-        };
-        p.push("conv", Box::new(conv));
+        let conv = strided_conv(
+            what,
+            self.k,
+            self.stride,
+            self.padding,
+            (in_ch, self.out_ch),
+            self.eps,
+        )?;
+        let mut p = SwapChain::new(swap);
+        p.push("norm", channel_ln(in_ch, self.eps));
+        p.push("conv", conv);
         Ok(ConvNextBlock {
             label: format!(
                 "convnext downsample ln ε={:e}, conv{k}×{k}/s{} {:?} {in_ch}→{} +b",
@@ -250,10 +228,7 @@ impl ConvNextBlockSpec {
             )));
         }
         let mid = ch * self.expand;
-        let mut p = Parts {
-            chain: Chain::new(),
-            swap,
-        };
+        let mut p = SwapChain::new(swap);
         let dw = DepthwiseConv2d {
             k: self.k,
             stride: 1,
@@ -262,7 +237,7 @@ impl ConvNextBlockSpec {
             bias: true,
         };
         p.push("dw", Box::new(dw));
-        p.norm(ch, self.eps);
+        p.push("norm", channel_ln(ch, self.eps));
         let pointwise = |in_ch, out_ch| Conv2d {
             k: 1,
             stride: 1,
@@ -283,40 +258,10 @@ impl ConvNextBlockSpec {
     }
 }
 
-impl CertLayer for ConvNextBlock {
-    fn name(&self) -> String {
-        self.label.clone()
-    }
-    fn output_type(&self, input: &TensorType) -> Result<TensorType, LayerError> {
-        self.body.output_type(input)
-    }
-    fn params(&self, input: &TensorType) -> Vec<ParamSpec> {
-        self.body.params(input)
-    }
-    fn forward(
-        &self,
-        fb: &mut FuncBuilder,
-        x: ValueId,
-        params: &[ValueId],
-        sites: &mut Sites,
-    ) -> EmitResult<Saved> {
-        self.body.forward(fb, x, params, sites)
-    }
-    fn backward(
-        &self,
-        fb: &mut FuncBuilder,
-        x: ValueId,
-        params: &[ValueId],
-        saved: &Saved,
-        dy: ValueId,
-    ) -> EmitResult<Grads> {
-        self.body.backward(fb, x, params, saved, dy)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ir::TensorType;
 
     fn block() -> ConvNextBlockSpec {
         ConvNextBlockSpec {

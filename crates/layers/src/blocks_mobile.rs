@@ -13,8 +13,10 @@
 //! `pre_dw…` / `post_dw…`), which scopes their parameters
 //! (`blocks.7.dw.W`) and kink sites (`blocks.7.dw_act.relu6_upper`).
 
+pub use crate::block_parts::LayerSwap;
+use crate::block_parts::{check_eps, SwapChain};
 use crate::blocks::BlockNorm;
-use crate::combinators::{Chain, Residual};
+use crate::combinators::Residual;
 use crate::emit::EmitResult;
 use crate::layer::{BlockBn, CertLayer, Grads, LayerError, ParamSpec, Saved, Sites};
 use crate::ops::activation::{Relu, Relu6, Swish};
@@ -83,30 +85,24 @@ pub struct MobileBlock {
     pub skip: bool,
 }
 
-/// Replaces a block's layer while it is built: `(layer name, layer) → layer`.
-/// Negative controls use it to inject one bug into one named layer of a
-/// block that is otherwise built by the same code as the real one.
-pub type LayerSwap<'a> = &'a mut dyn FnMut(&str, Box<dyn CertLayer>) -> Box<dyn CertLayer>;
-
-/// A block's main chain as it is assembled.
+/// A block's main chain as it is assembled, its batch norms under the
+/// block's conventions.
 struct Stages<'a> {
-    chain: Chain,
+    parts: SwapChain<'a>,
     norm: BlockNorm,
-    swap: LayerSwap<'a>,
 }
 
 impl<'a> Stages<'a> {
-    fn new(norm: BlockNorm, swap: LayerSwap<'a>) -> Self {
+    /// An empty chain whose batch norms take `world` and `eps`.
+    fn new(world: BnWorld, eps: f64, swap: LayerSwap<'a>) -> Self {
         Stages {
-            chain: Chain::new(),
-            norm,
-            swap,
+            parts: SwapChain::new(swap),
+            norm: BlockNorm { world, eps },
         }
     }
 
     fn push(&mut self, name: &str, layer: Box<dyn CertLayer>) {
-        let layer = (self.swap)(name, layer);
-        self.chain.layers.push((name.into(), layer));
+        self.parts.push(name, layer);
     }
 
     /// A bias-free conv (the BN's β is the bias), `k`×`k`/`stride`.
@@ -169,12 +165,14 @@ impl<'a> Stages<'a> {
         self.bn("project_bn", io.1);
     }
 
-    /// The block, with an identity skip around the chain when `skip`.
-    fn finish(self, label: String, skip: bool) -> MobileBlock {
+    /// The block, with an identity skip around the chain when `skip`, its
+    /// label `config` marked ` +skip` then.
+    fn finish(self, config: String, skip: bool) -> MobileBlock {
+        let label = format!("{config}{}", if skip { " +skip" } else { "" });
         let body: Box<dyn CertLayer> = if skip {
-            Box::new(Residual::new(Box::new(self.chain)))
+            Box::new(Residual::new(Box::new(self.parts.chain)))
         } else {
-            Box::new(self.chain)
+            Box::new(self.parts.chain)
         };
         MobileBlock { label, body, skip }
     }
@@ -187,22 +185,6 @@ fn check_positive(what: &str, fields: &[(&str, i64)]) -> Result<(), LayerError> 
             "{what}: {name} must be in [1, {max}], got {v}"
         ))),
         None => Ok(()),
-    }
-}
-
-fn check_eps(what: &str, eps: f64) -> Result<(), LayerError> {
-    if eps > 0.0 && eps.is_finite() {
-        Ok(())
-    } else {
-        Err(LayerError(format!("{what}: eps must be > 0, got {eps}")))
-    }
-}
-
-fn skip_word(skip: bool) -> &'static str {
-    if skip {
-        " +skip"
-    } else {
-        ""
     }
 }
 
@@ -221,14 +203,6 @@ pub struct ConvBnActSpec {
 }
 
 impl ConvBnActSpec {
-    /// The block's BN conventions.
-    pub fn norm(&self) -> BlockNorm {
-        BlockNorm {
-            world: self.world,
-            eps: self.eps,
-        }
-    }
-
     pub fn build(&self, in_ch: i64) -> Result<MobileBlock, LayerError> {
         self.build_with(in_ch, &mut |_, l| l)
     }
@@ -245,7 +219,7 @@ impl ConvBnActSpec {
             ],
         )?;
         check_eps(what, self.eps)?;
-        let mut s = Stages::new(self.norm(), swap);
+        let mut s = Stages::new(self.world, self.eps, swap);
         s.conv(
             "conv",
             self.k,
@@ -287,14 +261,6 @@ pub struct InvertedResidualSpec {
 }
 
 impl InvertedResidualSpec {
-    /// The block's BN conventions.
-    pub fn norm(&self) -> BlockNorm {
-        BlockNorm {
-            world: self.world,
-            eps: self.eps,
-        }
-    }
-
     pub fn build(&self, in_ch: i64) -> Result<MobileBlock, LayerError> {
         self.build_with(in_ch, &mut |_, l| l)
     }
@@ -312,7 +278,7 @@ impl InvertedResidualSpec {
         )?;
         check_eps(what, self.eps)?;
         let mid = in_ch * self.expand;
-        let mut s = Stages::new(self.norm(), swap);
+        let mut s = Stages::new(self.world, self.eps, swap);
         if self.expand != 1 {
             s.conv_bn_act("expand", (1, 1, self.padding), (in_ch, mid), self.act);
         }
@@ -320,13 +286,12 @@ impl InvertedResidualSpec {
         s.project(self.padding, (mid, self.out_ch));
         let skip = self.skip.applies(self.stride, in_ch, self.out_ch);
         let label = format!(
-            "inverted residual t={} dw{k}×{k}/s{} {:?} {in_ch}→{mid}→{} {}{}",
+            "inverted residual t={} dw{k}×{k}/s{} {:?} {in_ch}→{mid}→{} {}",
             self.expand,
             self.stride,
             self.padding,
             self.out_ch,
             self.act.word(),
-            skip_word(skip),
             k = self.k
         );
         Ok(s.finish(label, skip))
@@ -355,14 +320,6 @@ pub struct MbConvSeSpec {
 }
 
 impl MbConvSeSpec {
-    /// The block's BN conventions.
-    pub fn norm(&self) -> BlockNorm {
-        BlockNorm {
-            world: self.world,
-            eps: self.eps,
-        }
-    }
-
     pub fn build(&self, in_ch: i64) -> Result<MobileBlock, LayerError> {
         self.build_with(in_ch, &mut |_, l| l)
     }
@@ -382,7 +339,7 @@ impl MbConvSeSpec {
         check_eps(what, self.eps)?;
         let mid = in_ch * self.expand;
         let reduced = (in_ch / self.se_divisor).max(1);
-        let mut s = Stages::new(self.norm(), swap);
+        let mut s = Stages::new(self.world, self.eps, swap);
         if self.expand != 1 {
             s.conv_bn_act("expand", (1, 1, self.padding), (in_ch, mid), self.act);
         }
@@ -391,13 +348,12 @@ impl MbConvSeSpec {
         s.project(self.padding, (mid, self.out_ch));
         let skip = self.skip.applies(self.stride, in_ch, self.out_ch);
         let label = format!(
-            "mbconv-se t={} dw{k}×{k}/s{} {:?} {in_ch}→{mid}→{} se r={reduced} {}{}",
+            "mbconv-se t={} dw{k}×{k}/s{} {:?} {in_ch}→{mid}→{} se r={reduced} {}",
             self.expand,
             self.stride,
             self.padding,
             self.out_ch,
             self.act.word(),
-            skip_word(skip),
             k = self.k
         );
         Ok(s.finish(label, skip))
@@ -422,14 +378,6 @@ pub struct FusedMbConvSpec {
 }
 
 impl FusedMbConvSpec {
-    /// The block's BN conventions.
-    pub fn norm(&self) -> BlockNorm {
-        BlockNorm {
-            world: self.world,
-            eps: self.eps,
-        }
-    }
-
     pub fn build(&self, in_ch: i64) -> Result<MobileBlock, LayerError> {
         self.build_with(in_ch, &mut |_, l| l)
     }
@@ -446,7 +394,7 @@ impl FusedMbConvSpec {
             ],
         )?;
         check_eps(what, self.eps)?;
-        let mut s = Stages::new(self.norm(), swap);
+        let mut s = Stages::new(self.world, self.eps, swap);
         let conv = (self.k, self.stride, self.padding);
         let mid = if self.expand == 1 {
             s.conv_bn_act("fused", conv, (in_ch, self.out_ch), self.act);
@@ -459,13 +407,12 @@ impl FusedMbConvSpec {
         };
         let skip = self.skip.applies(self.stride, in_ch, self.out_ch);
         let label = format!(
-            "fused-mbconv t={} conv{k}×{k}/s{} {:?} {in_ch}→{mid}→{} {}{}",
+            "fused-mbconv t={} conv{k}×{k}/s{} {:?} {in_ch}→{mid}→{} {}",
             self.expand,
             self.stride,
             self.padding,
             self.out_ch,
             self.act.word(),
-            skip_word(skip),
             k = self.k
         );
         Ok(s.finish(label, skip))
@@ -496,14 +443,6 @@ pub struct UibSpec {
 }
 
 impl UibSpec {
-    /// The block's BN conventions.
-    pub fn norm(&self) -> BlockNorm {
-        BlockNorm {
-            world: self.world,
-            eps: self.eps,
-        }
-    }
-
     pub fn build(&self, in_ch: i64) -> Result<MobileBlock, LayerError> {
         self.build_with(in_ch, &mut |_, l| l)
     }
@@ -538,7 +477,7 @@ impl UibSpec {
         } else {
             (1, self.stride)
         };
-        let mut s = Stages::new(self.norm(), swap);
+        let mut s = Stages::new(self.world, self.eps, swap);
         if self.pre_dw_k > 0 {
             s.dw_bn_act(
                 "pre_dw",
@@ -559,15 +498,14 @@ impl UibSpec {
         s.project(self.padding, (mid, self.out_ch));
         let skip = self.skip.applies(self.stride, in_ch, self.out_ch);
         let label = format!(
-            "uib pre-dw {} post-dw {} t={} s{} {:?} {in_ch}→{mid}→{} {}{}",
+            "uib pre-dw {} post-dw {} t={} s{} {:?} {in_ch}→{mid}→{} {}",
             self.pre_dw_k,
             self.post_dw_k,
             self.expand,
             self.stride,
             self.padding,
             self.out_ch,
-            self.act.word(),
-            skip_word(skip)
+            self.act.word()
         );
         Ok(s.finish(label, skip))
     }

@@ -14,10 +14,10 @@
 //! `blocks.5.attn.mhsa.Wq`, `blocks.5.mlp.fc1.W`); the head's are `norm`,
 //! `cls`, `fc`. Every op is smooth: the family has no kink sites.
 
-use crate::blocks_mobile::LayerSwap;
-use crate::combinators::{Chain, Residual};
+use crate::block_parts::{check_eps, check_positive, LayerSwap, SwapChain};
+use crate::combinators::{Chain, LabelledBlock, Residual};
 use crate::emit::{Emit, EmitResult};
-use crate::layer::{CertLayer, Grads, LayerError, ParamSpec, Saved, Sites};
+use crate::layer::{CertLayer, Grads, LayerError, Saved, Sites};
 use crate::ops::activation::{Gelu, GeluForm};
 use crate::ops::attention::{MultiHeadSelfAttention, PatchEmbed};
 use crate::ops::dense::Dense;
@@ -71,10 +71,7 @@ impl CertLayer for ClsToken {
         let dy3 = fb.reshape(dy, &[n, 1, d])?;
         // Zero cotangent for tokens 1..T: pad token 0's on the high side.
         let dx = fb.pad(dy3, &[0, 0, 0], &[0, t - 1, 0], &[0, 0, 0])?;
-        Ok(Grads {
-            dx,
-            dparams: Vec::new(),
-        })
+        Ok(Grads::input_only(dx))
     }
 }
 
@@ -95,46 +92,7 @@ pub fn residual(branch: Chain, drop_path: bool) -> Box<dyn CertLayer> {
 
 /// A built ViT block (embedding, encoder block or head): its body and its
 /// configuration in words. Its `Saved` is the body's own.
-pub struct VitBlock {
-    pub label: String,
-    pub body: Box<dyn CertLayer>,
-}
-
-/// A chain whose layers pass through `swap` as they are pushed (negative
-/// controls replace one named layer; `prefix` makes the name block-wide,
-/// e.g. `attn.mhsa`).
-struct Layers<'a> {
-    chain: Chain,
-    prefix: &'static str,
-    swap: LayerSwap<'a>,
-}
-
-impl Layers<'_> {
-    fn push(&mut self, name: &str, layer: Box<dyn CertLayer>) {
-        let full = if self.prefix.is_empty() {
-            name.to_string()
-        } else {
-            format!("{}.{name}", self.prefix)
-        };
-        let layer = (self.swap)(&full, layer);
-        self.chain.layers.push((name.into(), layer));
-    }
-}
-
-fn check_positive(what: &str, fields: &[(&str, i64)]) -> Result<(), LayerError> {
-    match fields.iter().find(|(_, v)| *v < 1) {
-        Some((name, v)) => Err(LayerError(format!("{what}: {name} must be ≥ 1, got {v}"))),
-        None => Ok(()),
-    }
-}
-
-fn check_eps(what: &str, eps: f64) -> Result<(), LayerError> {
-    if eps > 0.0 && eps.is_finite() {
-        Ok(())
-    } else {
-        Err(LayerError(format!("{what}: eps must be > 0, got {eps}")))
-    }
-}
+pub type VitBlock = LabelledBlock;
 
 fn row_ln(dim: i64, eps: f64) -> Box<dyn CertLayer> {
     Box::new(LayerNorm {
@@ -241,11 +199,7 @@ impl VitBlockSpec {
             )));
         }
         check_eps(what, self.eps)?;
-        let mut attn = Layers {
-            chain: Chain::new(),
-            prefix: "attn",
-            swap: &mut *swap,
-        };
+        let mut attn = SwapChain::with_prefix("attn", &mut *swap);
         attn.push("norm", row_ln(dim, self.eps));
         attn.push(
             "mhsa",
@@ -255,11 +209,7 @@ impl VitBlockSpec {
             }),
         );
         let attn = attn.chain;
-        let mut mlp = Layers {
-            chain: Chain::new(),
-            prefix: "mlp",
-            swap: &mut *swap,
-        };
+        let mut mlp = SwapChain::with_prefix("mlp", &mut *swap);
         mlp.push("norm", row_ln(dim, self.eps));
         let dense = |in_f, out_f| -> Box<dyn CertLayer> {
             Box::new(Dense {
@@ -298,11 +248,7 @@ impl VitHeadSpec {
         let what = "vit head";
         check_positive(what, &[("dim", dim), ("out_f", self.out_f)])?;
         check_eps(what, self.eps)?;
-        let mut l = Layers {
-            chain: Chain::new(),
-            prefix: "",
-            swap: &mut *swap,
-        };
+        let mut l = SwapChain::new(&mut *swap);
         l.push("norm", row_ln(dim, self.eps));
         l.push("cls", Box::new(ClsToken));
         l.push(
@@ -320,37 +266,6 @@ impl VitHeadSpec {
             ),
             body: Box::new(l.chain),
         })
-    }
-}
-
-impl CertLayer for VitBlock {
-    fn name(&self) -> String {
-        self.label.clone()
-    }
-    fn output_type(&self, input: &TensorType) -> Result<TensorType, LayerError> {
-        self.body.output_type(input)
-    }
-    fn params(&self, input: &TensorType) -> Vec<ParamSpec> {
-        self.body.params(input)
-    }
-    fn forward(
-        &self,
-        fb: &mut FuncBuilder,
-        x: ValueId,
-        params: &[ValueId],
-        sites: &mut Sites,
-    ) -> EmitResult<Saved> {
-        self.body.forward(fb, x, params, sites)
-    }
-    fn backward(
-        &self,
-        fb: &mut FuncBuilder,
-        x: ValueId,
-        params: &[ValueId],
-        saved: &Saved,
-        dy: ValueId,
-    ) -> EmitResult<Grads> {
-        self.body.backward(fb, x, params, saved, dy)
     }
 }
 

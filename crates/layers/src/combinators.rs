@@ -1,6 +1,7 @@
 //! Composition of CertLayers: `Chain` (and its two-layer case `compose`),
 //! `Residual` (optionally with a per-example stochastic-depth keep scale on
-//! its branch) and `Projection`. The second layer's backward is built at the
+//! its branch), `Projection` and `LabelledBlock` (a built block's body
+//! under its label). The second layer's backward is built at the
 //! FIRST layer's output; a residual's backward is `body.back(e) + e`
 //! (`body.back(keep⊙e) + e` with drop path).
 
@@ -13,6 +14,50 @@ use ir::{FuncBuilder, TensorType, ValueId};
 /// parameters (`stage1.conv1.W`).
 pub struct Chain {
     pub layers: Vec<(String, Box<dyn CertLayer>)>,
+}
+
+/// A built block: its body (a chain, plain or inside a skip) under a label
+/// that states the block's kind and configuration in words. It is its body
+/// as a layer: the same output type, parameters, batch norms, forward and
+/// backward, and its `Saved` is the body's own.
+pub struct LabelledBlock {
+    /// The block's kind and configuration in words.
+    pub label: String,
+    pub body: Box<dyn CertLayer>,
+}
+
+impl CertLayer for LabelledBlock {
+    fn name(&self) -> String {
+        self.label.clone()
+    }
+    fn output_type(&self, input: &TensorType) -> Result<TensorType, LayerError> {
+        self.body.output_type(input)
+    }
+    fn params(&self, input: &TensorType) -> Vec<ParamSpec> {
+        self.body.params(input)
+    }
+    fn batch_norms(&self) -> Vec<BlockBn> {
+        self.body.batch_norms()
+    }
+    fn forward(
+        &self,
+        fb: &mut FuncBuilder,
+        x: ValueId,
+        params: &[ValueId],
+        sites: &mut Sites,
+    ) -> EmitResult<Saved> {
+        self.body.forward(fb, x, params, sites)
+    }
+    fn backward(
+        &self,
+        fb: &mut FuncBuilder,
+        x: ValueId,
+        params: &[ValueId],
+        saved: &Saved,
+        dy: ValueId,
+    ) -> EmitResult<Grads> {
+        self.body.backward(fb, x, params, saved, dy)
+    }
 }
 
 /// Two layers, `first` then `second`.
@@ -116,11 +161,7 @@ impl CertLayer for Chain {
             h = s.output();
             children.push(s);
         }
-        Ok(Saved {
-            output: Some(h),
-            values: Vec::new(),
-            children,
-        })
+        Ok(Saved::composite(h, children))
     }
 
     fn backward(
@@ -256,11 +297,7 @@ impl CertLayer for Residual {
             }
             None => fb.add(s.output(), x)?,
         };
-        Ok(Saved {
-            output: Some(y),
-            values: Vec::new(),
-            children: vec![s],
-        })
+        Ok(Saved::composite(y, vec![s]))
     }
     fn backward(
         &self,
@@ -336,11 +373,7 @@ impl CertLayer for Projection {
             self.shortcut.forward(fb, x, &params[n..], s)
         })?;
         let y = fb.add(a.output(), b.output())?;
-        Ok(Saved {
-            output: Some(y),
-            values: Vec::new(),
-            children: vec![a, b],
-        })
+        Ok(Saved::composite(y, vec![a, b]))
     }
     fn backward(
         &self,

@@ -12,7 +12,7 @@
 use crate::combinators::Chain;
 use crate::emit::{Emit, EmitResult};
 use crate::layer::{BlockBn, CertLayer, Grads, LayerError, ParamSpec, Saved, Sites};
-use crate::net::{build_chain, BuildCtx, NetSpec};
+use crate::net::{BuildCtx, NetSpec};
 use ir::rng::Rng;
 use ir::{DenseData, FuncBuilder, OpKind, TensorType, ValueId};
 
@@ -82,15 +82,7 @@ impl NetSpec {
     /// with drop-path sites built with its keep inputs, which sit among the
     /// chain's parameters (see [`keep_positions`]).
     pub fn chain_with_drop_path(&self) -> Result<Chain, LayerError> {
-        let (chain, ty) = build_chain(&self.layers, &self.input_type(1), &self.drop_path_ctx())
-            .map_err(|e| LayerError(format!("{}: {e}", self.name)))?;
-        if ty.shape != [1, self.classes] {
-            return Err(LayerError(format!(
-                "{}: the forward ends in {ty}, expected logits [B, {}]",
-                self.name, self.classes
-            )));
-        }
-        Ok(chain)
+        self.logits_chain(&self.drop_path_ctx())
     }
 
     /// [`Self::chain_with_drop_path`] followed by the net's loss.

@@ -139,6 +139,15 @@ impl Saved {
             ..Default::default()
         }
     }
+    /// A combinator's: its output and its children's `Saved`, nothing of
+    /// its own.
+    pub fn composite(output: ValueId, children: Vec<Saved>) -> Self {
+        Saved {
+            output: Some(output),
+            values: Vec::new(),
+            children,
+        }
+    }
     pub fn output(&self) -> ValueId {
         self.output.expect("forward recorded its output")
     }
@@ -188,6 +197,17 @@ impl BlockBn {
 pub struct Grads {
     pub dx: ValueId,
     pub dparams: Vec<ValueId>,
+}
+
+impl Grads {
+    /// The backward map of a layer without parameters: the input cotangent
+    /// `dx` alone.
+    pub fn input_only(dx: ValueId) -> Self {
+        Grads {
+            dx,
+            dparams: Vec::new(),
+        }
+    }
 }
 
 /// A certified layer. `x` is always the full batched input (e.g. `[N,C,H,W]`).

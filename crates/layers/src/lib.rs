@@ -3,6 +3,7 @@
 //! Conventions (padding mode, BN world, GELU form) are typed fields of the op,
 //! never defaults.
 
+pub mod block_parts;
 pub mod blocks;
 pub mod blocks_convnext;
 pub mod blocks_mobile;

@@ -11,9 +11,12 @@ use ir::TensorType;
 pub trait BlockSpec {
     /// The CertLayer for an input of type `input` (per-example, batch 1: `[1, C, H, W]` or `[1, F]`).
     fn build(&self, input: &TensorType, ctx: &BuildCtx) -> Result<Box<dyn CertLayer>, LayerError>;
-    /// The world of this block's batch norms (None without any) and how to switch it.
-    fn bn_world(&self) -> Option<BnWorld>;
-    fn set_bn_world(&mut self, world: BnWorld);
+    /// The world of this block's batch norms (None without any, the
+    /// default) and how to switch it (nothing to switch by default).
+    fn bn_world(&self) -> Option<BnWorld> {
+        None
+    }
+    fn set_bn_world(&mut self, _world: BnWorld) {}
     /// Field checks before anything is built or allocated; the error names the field (`stride`, `eps`, …) and what was expected.
     fn validate(&self) -> Result<(), FieldError>;
     /// How many residual branches of this block take a stochastic-depth keep

@@ -263,10 +263,7 @@ pub fn by_name(name: &str) -> Option<NetSpec> {
         "resnet50" => resnet50,
         _ => return None,
     };
-    let sizes = Sizes::parse(rest)?;
-    let net = build(sizes.classes, sizes.hw);
-    // Only the canonical spelling names a net (no `resnet34-k10`).
-    (net.name == name).then_some(net)
+    Sizes::build_named(name, rest, |s| build(s.classes, s.hw))
 }
 
 #[cfg(test)]
@@ -377,14 +374,7 @@ mod tests {
         // ResNet-50 v1.5: the stride sits in the 3×3 of the first block.
         let r50 = resnet50(10, (224, 224));
         let ps: Vec<_> = r50.param_specs().unwrap();
-        let shape = |name: &str| {
-            ps.iter()
-                .find(|p| p.name == name)
-                .unwrap_or_else(|| panic!("{name}"))
-                .ty
-                .shape
-                .clone()
-        };
+        let shape = |name: &str| super::super::param_shape(&ps, name);
         assert_eq!(shape("stage1.block1.shortcut.conv.W"), [256, 64, 1, 1]);
         assert_eq!(shape("stage2.block1.main.conv1.W"), [128, 256, 1, 1]);
         assert_eq!(shape("stage2.block1.main.conv2.W"), [128, 128, 3, 3]);

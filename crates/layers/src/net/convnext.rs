@@ -18,7 +18,6 @@ use crate::blocks_convnext::{
 };
 use crate::layer::{CertLayer, LayerError};
 use crate::ops::conv::Padding;
-use crate::ops::norm::BnWorld;
 use crate::ops::pool::PoolBackward;
 use ir::TensorType;
 
@@ -32,10 +31,6 @@ impl BlockSpec for ConvNextStemSpec {
     fn build(&self, input: &TensorType, _: &BuildCtx) -> Result<Box<dyn CertLayer>, LayerError> {
         Ok(Box::new(ConvNextStemSpec::build(self, channels(input)?)?))
     }
-    fn bn_world(&self) -> Option<BnWorld> {
-        None
-    }
-    fn set_bn_world(&mut self, _: BnWorld) {}
     fn validate(&self) -> Result<(), FieldError> {
         at_least("k", self.k, 1)?;
         at_least("stride", self.stride, 1)?;
@@ -51,10 +46,6 @@ impl BlockSpec for ConvNextDownsampleSpec {
             channels(input)?,
         )?))
     }
-    fn bn_world(&self) -> Option<BnWorld> {
-        None
-    }
-    fn set_bn_world(&mut self, _: BnWorld) {}
     fn validate(&self) -> Result<(), FieldError> {
         at_least("k", self.k, 1)?;
         at_least("stride", self.stride, 1)?;
@@ -68,10 +59,6 @@ impl BlockSpec for ConvNextBlockSpec {
         let block = self.build_with(channels(input)?, ctx.drop_path, &mut |_, l| l)?;
         Ok(Box::new(block))
     }
-    fn bn_world(&self) -> Option<BnWorld> {
-        None
-    }
-    fn set_bn_world(&mut self, _: BnWorld) {}
     fn validate(&self) -> Result<(), FieldError> {
         at_least("k", self.k, 1)?;
         at_least("expand", self.expand, 1)?;
@@ -222,9 +209,7 @@ pub fn by_name(name: &str) -> Option<NetSpec> {
     let rest = name.strip_prefix("convnext-")?;
     let (tag, rest) = rest.split_at(rest.find('-').unwrap_or(rest.len()));
     let v = VARIANTS.into_iter().find(|v| v.tag == tag)?;
-    let sizes = Sizes::parse(rest)?;
-    let net = convnext(v, sizes.classes, sizes.hw);
-    (net.name == name).then_some(net)
+    Sizes::build_named(name, rest, |s| convnext(v, s.classes, s.hw))
 }
 
 #[cfg(test)]

@@ -43,10 +43,6 @@ impl BlockSpec for Conv2dSpec {
             bias: self.bias,
         }))
     }
-    fn bn_world(&self) -> Option<BnWorld> {
-        None
-    }
-    fn set_bn_world(&mut self, _: BnWorld) {}
     fn validate(&self) -> Result<(), FieldError> {
         at_least("k", self.k, 1)?;
         at_least("stride", self.stride, 1)?;
@@ -93,10 +89,6 @@ macro_rules! fieldless {
             fn build(&self, _: &TensorType, _: &BuildCtx) -> Result<Box<dyn CertLayer>, LayerError> {
                 Ok(Box::new($layer))
             }
-            fn bn_world(&self) -> Option<BnWorld> {
-                None
-            }
-            fn set_bn_world(&mut self, _: BnWorld) {}
             fn validate(&self) -> Result<(), FieldError> {
                 Ok(())
             }
@@ -135,10 +127,6 @@ impl BlockSpec for MaxPoolSpec {
             backward: ctx.pool_backward,
         }))
     }
-    fn bn_world(&self) -> Option<BnWorld> {
-        None
-    }
-    fn set_bn_world(&mut self, _: BnWorld) {}
     fn validate(&self) -> Result<(), FieldError> {
         at_least("window", self.window, 1)?;
         at_least("stride", self.stride, 1)?;
@@ -170,10 +158,6 @@ impl BlockSpec for DenseSpec {
             bias: self.bias,
         }))
     }
-    fn bn_world(&self) -> Option<BnWorld> {
-        None
-    }
-    fn set_bn_world(&mut self, _: BnWorld) {}
     fn validate(&self) -> Result<(), FieldError> {
         at_least("out_f", self.out_f, 1)
     }

@@ -382,9 +382,7 @@ pub fn by_name(name: &str) -> Option<NetSpec> {
         "efficientnet-b0" => efficientnet_b0,
         _ => mobilenetv4_conv_m,
     };
-    let sizes = Sizes::parse(&name[base.len()..])?;
-    let net = build(sizes.classes, sizes.hw);
-    (net.name == name).then_some(net)
+    Sizes::build_named(name, &name[base.len()..], |s| build(s.classes, s.hw))
 }
 
 #[cfg(test)]
@@ -462,14 +460,7 @@ mod tests {
             );
         }
         let ps = mobilenetv4_conv_m(10, (224, 224)).param_specs().unwrap();
-        let shape = |name: &str| {
-            ps.iter()
-                .find(|p| p.name == name)
-                .unwrap_or_else(|| panic!("{name}"))
-                .ty
-                .shape
-                .clone()
-        };
+        let shape = |name: &str| super::super::param_shape(&ps, name);
         assert_eq!(shape("blocks.0.fused.W"), [128, 32, 3, 3]);
         assert_eq!(shape("blocks.1.pre_dw.W"), [48, 1, 3, 3]);
         assert_eq!(shape("blocks.1.post_dw.W"), [192, 1, 5, 5]);

@@ -20,6 +20,18 @@ use crate::ops::pool::PoolBackward;
 use ir::TensorType;
 
 mod block;
+
+/// The shape of the parameter `name` among `ps` (tests read a built net's
+/// parameter shapes by name); panics naming it if there is none.
+#[cfg(test)]
+fn param_shape(ps: &[ParamSpec], name: &str) -> Vec<i64> {
+    ps.iter()
+        .find(|p| p.name == name)
+        .unwrap_or_else(|| panic!("{name}"))
+        .ty
+        .shape
+        .clone()
+}
 mod builtin;
 mod convnext;
 mod file;
@@ -203,7 +215,13 @@ impl NetSpec {
 
     /// The forward as a chain of CertLayers (logits out, no loss).
     pub fn chain(&self) -> Result<Chain, LayerError> {
-        let (chain, ty) = build_chain(&self.layers, &self.input_type(1), &self.build_ctx())
+        self.logits_chain(&self.build_ctx())
+    }
+
+    /// The forward built under `ctx`, checked to end in the net's logits
+    /// `[B, classes]`.
+    pub(crate) fn logits_chain(&self, ctx: &BuildCtx) -> Result<Chain, LayerError> {
+        let (chain, ty) = build_chain(&self.layers, &self.input_type(1), ctx)
             .map_err(|e| LayerError(format!("{}: {e}", self.name)))?;
         if ty.shape != [1, self.classes] {
             return Err(LayerError(format!(

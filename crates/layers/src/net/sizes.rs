@@ -4,6 +4,7 @@
 //! default size, `-{H}x{W}` unless 224², `-p{P}` when a patch size is not the
 //! family's (`resnet34-k10-64x64`, `mobilenetv2-k1000`, `vit-tiny-k10-32x32-p4`).
 
+use super::NetSpec;
 use std::iter::Peekable;
 use std::str::Split;
 
@@ -23,6 +24,18 @@ pub(super) struct Sizes {
 }
 
 impl Sizes {
+    /// The net `build` makes at the sizes `rest` spells, if it is the net
+    /// `name` names: only the canonical spelling names a net (no
+    /// `resnet34-k10`).
+    pub fn build_named(
+        name: &str,
+        rest: &str,
+        build: impl FnOnce(&Sizes) -> NetSpec,
+    ) -> Option<NetSpec> {
+        let net = build(&Sizes::parse(rest)?);
+        (net.name == name).then_some(net)
+    }
+
     /// `base` with these sizes' suffixes.
     pub fn name(&self, base: &str) -> String {
         let mut name = base.to_string();

@@ -11,7 +11,6 @@ use super::sizes::{Sizes, HW};
 use super::{LayerSpec, NetSpec};
 use crate::blocks_vit::{PatchEmbedSpec, VitBlockSpec, VitHeadSpec};
 use crate::layer::{CertLayer, LayerError};
-use crate::ops::norm::BnWorld;
 use crate::ops::pool::PoolBackward;
 use ir::TensorType;
 
@@ -30,10 +29,6 @@ impl BlockSpec for PatchEmbedSpec {
     fn build(&self, input: &TensorType, _: &BuildCtx) -> Result<Box<dyn CertLayer>, LayerError> {
         Ok(Box::new(PatchEmbedSpec::build(self, input)?))
     }
-    fn bn_world(&self) -> Option<BnWorld> {
-        None
-    }
-    fn set_bn_world(&mut self, _: BnWorld) {}
     fn validate(&self) -> Result<(), FieldError> {
         at_least("patch", self.patch, 1)?;
         at_least("dim", self.dim, 1)
@@ -45,10 +40,6 @@ impl BlockSpec for VitBlockSpec {
         let block = self.build_with(token_dim(input)?, ctx.drop_path, &mut |_, l| l)?;
         Ok(Box::new(block))
     }
-    fn bn_world(&self) -> Option<BnWorld> {
-        None
-    }
-    fn set_bn_world(&mut self, _: BnWorld) {}
     fn validate(&self) -> Result<(), FieldError> {
         at_least("heads", self.heads, 1)?;
         at_least("mlp", self.mlp, 1)?;
@@ -64,10 +55,6 @@ impl BlockSpec for VitHeadSpec {
     fn build(&self, input: &TensorType, _: &BuildCtx) -> Result<Box<dyn CertLayer>, LayerError> {
         Ok(Box::new(VitHeadSpec::build(self, token_dim(input)?)?))
     }
-    fn bn_world(&self) -> Option<BnWorld> {
-        None
-    }
-    fn set_bn_world(&mut self, _: BnWorld) {}
     fn validate(&self) -> Result<(), FieldError> {
         at_least("out_f", self.out_f, 1)?;
         positive_eps("eps", self.eps)
@@ -185,10 +172,10 @@ pub fn by_name(name: &str) -> Option<NetSpec> {
         .iter()
         .filter(|c| name == c.base || name.starts_with(&format!("{}-", c.base)))
         .max_by_key(|c| c.base.len())?;
-    let s = Sizes::parse(&name[c.base.len()..])?;
-    let (dim, patch) = (s.width.unwrap_or(c.dim), s.patch.unwrap_or(PATCH));
-    let net = vit(c, dim, s.classes, s.hw, patch);
-    (net.name == name).then_some(net)
+    Sizes::build_named(name, &name[c.base.len()..], |s| {
+        let (dim, patch) = (s.width.unwrap_or(c.dim), s.patch.unwrap_or(PATCH));
+        vit(c, dim, s.classes, s.hw, patch)
+    })
 }
 
 #[cfg(test)]
@@ -209,14 +196,7 @@ mod tests {
         let ps = by_name("vit-tiny").unwrap().param_specs().unwrap();
         let lns = ps.iter().filter(|p| p.name.ends_with("norm.gamma")).count();
         assert_eq!(lns, 25, "2 per block + the head's");
-        let shape = |name: &str| {
-            ps.iter()
-                .find(|p| p.name == name)
-                .unwrap_or_else(|| panic!("{name}"))
-                .ty
-                .shape
-                .clone()
-        };
+        let shape = |name: &str| super::super::param_shape(&ps, name);
         assert_eq!(shape("patch_embed.W"), [192, 3, 16, 16]);
         assert_eq!(shape("patch_embed.pos"), [197, 192]);
         assert_eq!(shape("patch_embed.cls"), [192]);

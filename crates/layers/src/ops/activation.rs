@@ -79,10 +79,7 @@ impl<P: Pointwise> CertLayer for P {
             Derivative::Slope(d) => fb.mul(d, dy)?,
             Derivative::Mask { mask, zero } => fb.select(mask, dy, zero)?,
         };
-        Ok(Grads {
-            dx,
-            dparams: Vec::new(),
-        })
+        Ok(Grads::input_only(dx))
     }
 }
 
@@ -333,10 +330,7 @@ pub fn catalog() -> Vec<super::OpCase> {
 /// ReLU whose backward passes the cotangent through unmasked.
 fn relu_no_mask() -> ReplacedBackward<Relu> {
     ReplacedBackward::new(Relu, "no mask", |_, _, _, _, _, dy| {
-        Ok(Grads {
-            dx: dy,
-            dparams: vec![],
-        })
+        Ok(Grads::input_only(dy))
     })
 }
 
@@ -347,10 +341,7 @@ fn relu6_no_upper_mask() -> ReplacedBackward<Relu6> {
         let zero = fb.splat_like(0.0, x);
         let pos = fb.cmp(CompareDirection::Gt, x, zero)?;
         let dx = fb.select(pos, dy, zero)?;
-        Ok(Grads {
-            dx,
-            dparams: vec![],
-        })
+        Ok(Grads::input_only(dx))
     })
 }
 
@@ -397,10 +388,7 @@ impl CertLayer for GeluErfBackward {
         let xpdf = fb.mul(x, pdf)?;
         let d = fb.add(cdf, xpdf)?;
         let dx = fb.mul(d, dy)?;
-        Ok(Grads {
-            dx,
-            dparams: vec![],
-        })
+        Ok(Grads::input_only(dx))
     }
 }
 

@@ -202,10 +202,7 @@ impl CertLayer for GlobalAvgPool {
         let count = fb.splat_like((shape[2] * shape[3]) as f64, dy);
         let per_pixel = fb.div(dy, count)?;
         let dx = fb.bcast(per_pixel, &[0, 1], &shape)?;
-        Ok(Grads {
-            dx,
-            dparams: Vec::new(),
-        })
+        Ok(Grads::input_only(dx))
     }
 }
 
@@ -247,10 +244,7 @@ impl CertLayer for Flatten {
         dy: ValueId,
     ) -> EmitResult<Grads> {
         let shape = fb.shape(x);
-        Ok(Grads {
-            dx: fb.reshape(dy, &shape)?,
-            dparams: Vec::new(),
-        })
+        Ok(Grads::input_only(fb.reshape(dy, &shape)?))
     }
 }
 
@@ -351,9 +345,6 @@ fn gap_divides_by_h_only() -> ReplacedBackward<GlobalAvgPool> {
         let h = fb.splat_like(shape[2] as f64, dy);
         let per_pixel = fb.div(dy, h)?;
         let dx = fb.bcast(per_pixel, &[0, 1], &shape)?;
-        Ok(Grads {
-            dx,
-            dparams: vec![],
-        })
+        Ok(Grads::input_only(dx))
     })
 }

@@ -28,6 +28,29 @@ fn softmax_and_log(fb: &mut FuncBuilder, z: ValueId) -> EmitResult<(ValueId, Val
     Ok((p, log_p))
 }
 
+/// A loss's output type: logits `input` must be `[B,K]` with K = `classes`
+/// (`name` says which loss refused); the loss is a rank-0 scalar.
+fn loss_output_type(
+    name: &str,
+    classes: i64,
+    input: &TensorType,
+) -> Result<TensorType, LayerError> {
+    let s = &input.shape;
+    if s.len() != 2 || s[1] != classes {
+        return Err(LayerError(format!(
+            "{name}: expects logits [B,{classes}], got {input}"
+        )));
+    }
+    Ok(TensorType::new(vec![], input.elem))
+}
+
+/// A loss's one parameter, `target`, shaped as the logits. The loss is
+/// affine in the target, so any values certify; a small normal keeps the
+/// draws distribution-sized.
+fn target_param(input: &TensorType) -> ParamSpec {
+    ParamSpec::f32("target", &input.shape, Init::Normal { std: 0.5 })
+}
+
 /// Mean softmax cross-entropy of logits `[B,K]` against the parameter
 /// `target` `[B,K]` (one-hot or soft rows):
 /// `L = −(1/B)·Σ_{b,k} t'·log softmax(z)`, a rank-0 `tensor<f32>`, with
@@ -69,25 +92,11 @@ impl CertLayer for SoftmaxCrossEntropy {
     }
 
     fn output_type(&self, input: &TensorType) -> Result<TensorType, LayerError> {
-        let s = &input.shape;
-        if s.len() != 2 || s[1] != self.classes {
-            return Err(LayerError(format!(
-                "{}: expects logits [B,{}], got {input}",
-                self.name(),
-                self.classes
-            )));
-        }
-        Ok(TensorType::new(vec![], input.elem))
+        loss_output_type(&self.name(), self.classes, input)
     }
 
     fn params(&self, input: &TensorType) -> Vec<ParamSpec> {
-        // The loss is affine in the target, so any values certify; a small
-        // normal keeps the draws distribution-sized.
-        vec![ParamSpec::f32(
-            "target",
-            &input.shape,
-            Init::Normal { std: 0.5 },
-        )]
+        vec![target_param(input)]
     }
 
     fn forward(
@@ -180,23 +189,11 @@ impl CertLayer for BinaryCrossEntropy {
     }
 
     fn output_type(&self, input: &TensorType) -> Result<TensorType, LayerError> {
-        let s = &input.shape;
-        if s.len() != 2 || s[1] != self.classes {
-            return Err(LayerError(format!(
-                "{}: expects logits [B,{}], got {input}",
-                self.name(),
-                self.classes
-            )));
-        }
-        Ok(TensorType::new(vec![], input.elem))
+        loss_output_type(&self.name(), self.classes, input)
     }
 
     fn params(&self, input: &TensorType) -> Vec<ParamSpec> {
-        vec![ParamSpec::f32(
-            "target",
-            &input.shape,
-            Init::Normal { std: 0.5 },
-        )]
+        vec![target_param(input)]
     }
 
     fn forward(
@@ -307,10 +304,7 @@ impl CertLayer for Softmax {
         let s = fb.bcast(s, &kept, &shape)?;
         let centred = fb.sub(dp, s)?;
         let dz = fb.mul(p, centred)?;
-        Ok(Grads {
-            dx: dz,
-            dparams: Vec::new(),
-        })
+        Ok(Grads::input_only(dz))
     }
 }
 

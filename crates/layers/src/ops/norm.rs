@@ -401,50 +401,20 @@ pub fn catalog() -> Vec<super::OpCase> {
     };
     let ln = |dim, eps, kind| LayerNorm { dim, eps, kind };
     use super::OpCase;
+    // Configurations named `World, N=n, c ch, h×w` after their input.
+    let bn_case = |world: BnWorld, input: [i64; 4]| {
+        let [n, c, h, w] = input;
+        let config = format!("{world:?}, N={n}, {c} ch, {h}×{w}");
+        OpCase::f64("batchnorm", config, bn(c, world), &input)
+    };
     vec![
-        OpCase::f64(
-            "batchnorm",
-            "PerExample, N=1, 2 ch, 3×4",
-            bn(2, BnWorld::PerExample),
-            &[1, 2, 3, 4],
-        )
-        .with_controls(bn_controls()),
-        OpCase::f64(
-            "batchnorm",
-            "PerExample, N=3, 2 ch, 2×3",
-            bn(2, BnWorld::PerExample),
-            &[3, 2, 2, 3],
-        ),
-        OpCase::f64(
-            "batchnorm",
-            "Batch, N=2, 2 ch, 3×2",
-            bn(2, BnWorld::Batch),
-            &[2, 2, 3, 2],
-        ),
-        OpCase::f64(
-            "batchnorm",
-            "Batch, N=3, 3 ch, 2×3",
-            bn(3, BnWorld::Batch),
-            &[3, 3, 2, 3],
-        ),
-        OpCase::f64(
-            "batchnorm",
-            "Batch, N=1, 2 ch, 4×3",
-            bn(2, BnWorld::Batch),
-            &[1, 2, 4, 3],
-        ),
-        OpCase::f64(
-            "batchnorm",
-            "Eval, N=2, 3 ch, 2×3",
-            bn(3, BnWorld::Eval),
-            &[2, 3, 2, 3],
-        ),
-        OpCase::f64(
-            "batchnorm",
-            "Eval, N=1, 2 ch, 3×5",
-            bn(2, BnWorld::Eval),
-            &[1, 2, 3, 5],
-        ),
+        bn_case(BnWorld::PerExample, [1, 2, 3, 4]).with_controls(bn_controls()),
+        bn_case(BnWorld::PerExample, [3, 2, 2, 3]),
+        bn_case(BnWorld::Batch, [2, 2, 3, 2]),
+        bn_case(BnWorld::Batch, [3, 3, 2, 3]),
+        bn_case(BnWorld::Batch, [1, 2, 4, 3]),
+        bn_case(BnWorld::Eval, [2, 3, 2, 3]),
+        bn_case(BnWorld::Eval, [1, 2, 3, 5]),
         OpCase::f64(
             "layernorm",
             "Row ε=1e-5, N=2, D=5",

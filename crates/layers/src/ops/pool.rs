@@ -314,10 +314,7 @@ impl CertLayer for MaxPool {
                 self.crop_padding(fb, sum, &input)?
             }
         };
-        Ok(Grads {
-            dx,
-            dparams: Vec::new(),
-        })
+        Ok(Grads::input_only(dx))
     }
 }
 
@@ -504,10 +501,7 @@ fn pool3_assigning_scatter() -> ReplacedBackward<MaxPool> {
                 vec![select, replace],
                 None,
             )?[0];
-            Ok(Grads {
-                dx,
-                dparams: vec![],
-            })
+            Ok(Grads::input_only(dx))
         },
     )
 }
@@ -553,10 +547,7 @@ fn faulty(pool: MaxPool, fault: Fault) -> ReplacedBackward<MaxPool> {
                 _ => p.sum_in_window_order(fb, &scattered)?,
             };
             let dx = p.crop_padding(fb, sum, &input)?;
-            Ok(Grads {
-                dx,
-                dparams: vec![],
-            })
+            Ok(Grads::input_only(dx))
         },
     )
 }

@@ -58,11 +58,7 @@ impl CertLayer for ElementwiseProduct {
         let a = sites.scoped("f", |s| self.f.forward(fb, x, &params[..n], s))?;
         let b = sites.scoped("g", |s| self.g.forward(fb, x, &params[n..], s))?;
         let y = fb.mul(a.output(), b.output())?;
-        Ok(Saved {
-            output: Some(y),
-            values: Vec::new(),
-            children: vec![a, b],
-        })
+        Ok(Saved::composite(y, vec![a, b]))
     }
 
     fn backward(
