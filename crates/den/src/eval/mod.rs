@@ -38,6 +38,7 @@ mod triangular;
 use profile::{print_op_times, profile_label, profiling};
 use schedule::{consumable, drop_schedule, max_value_id, region_op_count, view_schedule};
 
+pub use control::branch_index;
 pub use elementwise::wrap_int;
 pub use reduce::as_compare_selector;
 pub use replica::eval_replicas;
