@@ -62,6 +62,34 @@ fn same_bits(a: &Value<f32>, b: &Value<f32>) -> bool {
             .all(|(p, q)| p.to_bits() == q.to_bits() || (p.is_nan() && q.is_nan()))
 }
 
+/// Runs the pool module `m` (operand `x`, scattered source `s`) as a plan
+/// and asserts both results are the generic evaluator's bit for bit and
+/// that both tiled kernels ran; `case` names the case in a failure.
+fn assert_tiled_matches_generic(m: &ir::Module, x: Value<f32>, s: Value<f32>, case: &str) {
+    let generic = EvalOptions {
+        fast: false,
+        record_margins: false,
+        replicas: 1,
+    };
+    let want = eval_func(m, "main", vec![x.clone(), s.clone()], &generic)
+        .unwrap()
+        .outputs;
+    let mut plan = Plan::compile(m, "main").unwrap();
+    plan.set_profile(true);
+    let got = plan.run(vec![x, s]).unwrap();
+    for out in 0..2 {
+        assert!(
+            same_bits(&got[out], &want[out]),
+            "{case} output {out}: {:?} vs {:?}",
+            got[out],
+            want[out]
+        );
+    }
+    let ops: Vec<String> = plan.profile().into_iter().map(|p| p.op).collect();
+    let tiled = ops.iter().filter(|o| o.ends_with("(tiled)")).count();
+    assert_eq!(tiled, 2, "the tiled kernels did not run: {ops:?}");
+}
+
 #[test]
 fn tiling_pool_kernels_match_the_generic_evaluator_bit_for_bit() {
     pool_kernels_match(2, &[4, 5]);
@@ -75,11 +103,6 @@ fn general_tiling_windows_match_the_generic_evaluator_bit_for_bit() {
 }
 
 fn pool_kernels_match(k: usize, sizes: &[usize]) {
-    let generic = EvalOptions {
-        fast: false,
-        record_margins: false,
-        replicas: 1,
-    };
     for &h in sizes {
         for sel in ["GE", "GT", "LE"] {
             let m = ir::parse::parse_module(&module(h, k, sel), "pool.mlir").unwrap();
@@ -93,23 +116,12 @@ fn pool_kernels_match(k: usize, sizes: &[usize]) {
                     .map(|i| i as f32 * 0.25 - 1.0)
                     .collect();
                 let s = Value::Float(Tensor::new(vec![2, 3, oh, oh], src), ElemType::F32);
-                let want = eval_func(&m, "main", vec![x.clone(), s.clone()], &generic)
-                    .unwrap()
-                    .outputs;
-                let mut plan = Plan::compile(&m, "main").unwrap();
-                plan.set_profile(true);
-                let got = plan.run(vec![x, s]).unwrap();
-                for out in 0..2 {
-                    assert!(
-                        same_bits(&got[out], &want[out]),
-                        "window {k} h {h} {sel} seed {seed} output {out}: {:?} vs {:?}",
-                        got[out],
-                        want[out]
-                    );
-                }
-                let ops: Vec<String> = plan.profile().into_iter().map(|p| p.op).collect();
-                let tiled = ops.iter().filter(|o| o.ends_with("(tiled)")).count();
-                assert_eq!(tiled, 2, "the tiled kernels did not run: {ops:?}");
+                assert_tiled_matches_generic(
+                    &m,
+                    x,
+                    s,
+                    &format!("window {k} h {h} {sel} seed {seed}"),
+                );
             }
         }
     }
@@ -151,11 +163,6 @@ fn module_2x2(h: usize, w: usize, reducer: &str, init: &str, sel: &str) -> Strin
 /// bit for bit the generic evaluator, NaNs and signed zeros throughout.
 #[test]
 fn two_by_two_pool_layouts_match_the_generic_evaluator_bit_for_bit() {
-    let generic = EvalOptions {
-        fast: false,
-        record_margins: false,
-        replicas: 1,
-    };
     let shapes = [
         (4, 4),
         (6, 4),
@@ -194,23 +201,12 @@ fn two_by_two_pool_layouts_match_the_generic_evaluator_bit_for_bit() {
                 let x = Value::Float(Tensor::new(vec![2, 3, h, w], xs), ElemType::F32);
                 let src: Vec<f32> = (0..6 * oh * ow).map(|j| j as f32 * 0.25 - 1.0).collect();
                 let s = Value::Float(Tensor::new(vec![2, 3, oh, ow], src), ElemType::F32);
-                let want = eval_func(&m, "main", vec![x.clone(), s.clone()], &generic)
-                    .unwrap()
-                    .outputs;
-                let mut plan = Plan::compile(&m, "main").unwrap();
-                plan.set_profile(true);
-                let got = plan.run(vec![x, s]).unwrap();
-                for out in 0..2 {
-                    assert!(
-                        same_bits(&got[out], &want[out]),
-                        "{h}x{w} {reducer} {sel} seed {seed} output {out}: {:?} vs {:?}",
-                        got[out],
-                        want[out]
-                    );
-                }
-                let ops: Vec<String> = plan.profile().into_iter().map(|p| p.op).collect();
-                let tiled = ops.iter().filter(|o| o.ends_with("(tiled)")).count();
-                assert_eq!(tiled, 2, "the tiled kernels did not run: {ops:?}");
+                assert_tiled_matches_generic(
+                    &m,
+                    x,
+                    s,
+                    &format!("{h}x{w} {reducer} {sel} seed {seed}"),
+                );
             }
         }
     }
