@@ -46,6 +46,21 @@ fn fold_run<T: FastFloat>(kind: ReduceKind, acc: T, xs: &[T]) -> T {
     xs.iter().fold(acc, |a, &x| kind.apply(a, x))
 }
 
+/// Asserts `dims` are dimensions of `shape` and `out_shape` is `shape`
+/// without them (`reduce`'s result shape).
+fn assert_reduce_shape(shape: &[usize], dims: &[usize], out_shape: &[usize]) {
+    let rank = shape.len();
+    assert!(
+        dims.iter().all(|&d| d < rank),
+        "reduce dimension out of range"
+    );
+    let kept: Vec<usize> = (0..rank)
+        .filter(|d| !dims.contains(d))
+        .map(|d| shape[d])
+        .collect();
+    assert_eq!(kept, out_shape, "reduce result shape");
+}
+
 pub(crate) fn reduce<T: FastFloat>(
     input: &Tensor<T>,
     init: T,
@@ -53,16 +68,8 @@ pub(crate) fn reduce<T: FastFloat>(
     dims: &[usize],
     out_shape: &[usize],
 ) -> Tensor<T> {
+    assert_reduce_shape(&input.shape, dims, out_shape);
     let rank = input.rank();
-    assert!(
-        dims.iter().all(|&d| d < rank),
-        "reduce dimension out of range"
-    );
-    let kept: Vec<usize> = (0..rank)
-        .filter(|d| !dims.contains(d))
-        .map(|d| input.shape[d])
-        .collect();
-    assert_eq!(kept, out_shape, "reduce result shape");
     let mut out = vec![init; out_shape.iter().product()];
     if input.is_empty() {
         return Tensor::new(out_shape.to_vec(), out);
@@ -330,16 +337,8 @@ pub(crate) fn reduce_choices<T: FastFloat>(
         matches!(kind, ReduceKind::Max | ReduceKind::Min),
         "reduce_choices needs a max or min reducer"
     );
+    assert_reduce_shape(&input.shape, dims, out_shape);
     let rank = input.rank();
-    assert!(
-        dims.iter().all(|&d| d < rank),
-        "reduce dimension out of range"
-    );
-    let kept: Vec<usize> = (0..rank)
-        .filter(|d| !dims.contains(d))
-        .map(|d| input.shape[d])
-        .collect();
-    assert_eq!(kept, out_shape, "reduce result shape");
     let mut acc: Vec<Chosen<T>> = vec![(init, None); out_shape.iter().product()];
     // Output stride of every input dimension (0 for reduced ones): memory order
     // visits each output's elements in row-major order of the reduced indices.
