@@ -500,17 +500,7 @@ fn convolution_honours_dimension_numbers() {
     let want = c.reference(&xs, &ws);
     let (x_nhwc, xs_shape) = permute(&xs, &[2, 4, 5, 4], &[0, 2, 3, 1]);
     let (w_hwio, ws_shape) = permute(&ws, &[4, 2, 3, 2], &[2, 3, 1, 0]);
-    let dims = ConvDims {
-        input_batch: 0,
-        input_feature: 3,
-        input_spatial: vec![1, 2],
-        kernel_input_feature: 2,
-        kernel_output_feature: 3,
-        kernel_spatial: vec![0, 1],
-        output_batch: 0,
-        output_feature: 3,
-        output_spatial: vec![1, 2],
-    };
+    let dims = ConvDims::nhwc_hwio();
     let to_i = |s: &[usize]| s.iter().map(|&d| d as i64).collect::<Vec<_>>();
     let mut b = Fb::new();
     let x = b.param(f32t(&to_i(&xs_shape)));

@@ -537,17 +537,7 @@ fn cifar_like_convolution_forward_and_gradients() {
     let w11 = random_tensor(&[1, 1, c, o], 9);
     let nhwc = ConvAttrs {
         padding: vec![(0, 0), (0, 0)],
-        dims: ConvDims {
-            input_batch: 0,
-            input_feature: 3,
-            input_spatial: vec![1, 2],
-            kernel_input_feature: 2,
-            kernel_output_feature: 3,
-            kernel_spatial: vec![0, 1],
-            output_batch: 0,
-            output_feature: 3,
-            output_spatial: vec![1, 2],
-        },
+        dims: ConvDims::nhwc_hwio(),
         ..ConvAttrs::plain2d()
     };
     check_convolution("pointwise NHWC", &xh, &w11, &nhwc, &[n, hw, hw, o]);
