@@ -210,6 +210,16 @@ impl ConvCase {
     fn terms(&self) -> f64 {
         (2 * (self.c / self.fg) * self.k[0] * self.k[1] + 4) as f64
     }
+
+    /// [`check`] of the case's module on inputs drawn from `seed` (the kernel
+    /// from `seed + 7`) with tangents `tx` and `tw`.
+    fn check(&self, seed: u64, tx: Tangent, tw: Tangent) -> Result<(), String> {
+        let inputs = [
+            Input::new(&self.x_shape(), seed, None, tx),
+            Input::new(&self.w_shape(), seed + 7, None, tw),
+        ];
+        check(&self.module(), &inputs, self.terms())
+    }
 }
 
 fn conv_strategy() -> impl Strategy<Value = ConvCase> {
@@ -273,23 +283,13 @@ proptest! {
     #[test]
     fn convolution_agrees(case in conv_strategy(), seed in 0u64..1000,
                           tx in tangent_strategy(), tw in tangent_strategy()) {
-        let m = case.module();
-        let inputs = [
-            Input::new(&case.x_shape(), seed, None, tx),
-            Input::new(&case.w_shape(), seed + 7, None, tw),
-        ];
-        check(&m, &inputs, case.terms()).map_err(TestCaseError::fail)?;
+        case.check(seed, tx, tw).map_err(TestCaseError::fail)?;
     }
 
     #[test]
     fn wide_convolution_agrees(case in wide_conv_strategy(), seed in 0u64..1000,
                                tx in tangent_strategy(), tw in tangent_strategy()) {
-        let m = case.module();
-        let inputs = [
-            Input::new(&case.x_shape(), seed, None, tx),
-            Input::new(&case.w_shape(), seed + 7, None, tw),
-        ];
-        check(&m, &inputs, case.terms()).map_err(TestCaseError::fail)?;
+        case.check(seed, tx, tw).map_err(TestCaseError::fail)?;
     }
 
     #[test]
