@@ -7,34 +7,6 @@ use den::{eval_func, EvalOptions, Tensor, Value};
 use exec::Plan;
 use ir::ElemType;
 
-fn module(h: usize, k: usize, sel: &str) -> String {
-    let oh = h / k;
-    format!(
-        r#"module {{
-  func.func public @main(%arg0: tensor<2x3x{h}x{h}xf32>, %arg1: tensor<2x3x{oh}x{oh}xf32>) -> (tensor<2x3x{oh}x{oh}xf32>, tensor<2x3x{h}x{h}xf32>) {{
-    %cst = stablehlo.constant dense<0xFF800000> : tensor<f32>
-    %0 = "stablehlo.reduce_window"(%arg0, %cst) <{{window_dimensions = array<i64: 1, 1, {k}, {k}>, window_strides = array<i64: 1, 1, {k}, {k}>}}> ({{
-    ^bb0(%arg2: tensor<f32>, %arg3: tensor<f32>):
-      %1 = stablehlo.maximum %arg2, %arg3 : tensor<f32>
-      stablehlo.return %1 : tensor<f32>
-    }}) : (tensor<2x3x{h}x{h}xf32>, tensor<f32>) -> tensor<2x3x{oh}x{oh}xf32>
-    %cst_0 = stablehlo.constant dense<5.000000e-01> : tensor<f32>
-    %2 = "stablehlo.select_and_scatter"(%arg0, %arg1, %cst_0) <{{window_dimensions = array<i64: 1, 1, {k}, {k}>, window_strides = array<i64: 1, 1, {k}, {k}>}}> ({{
-    ^bb0(%arg4: tensor<f32>, %arg5: tensor<f32>):
-      %3 = stablehlo.compare  {sel}, %arg4, %arg5,  FLOAT : (tensor<f32>, tensor<f32>) -> tensor<i1>
-      stablehlo.return %3 : tensor<i1>
-    }}, {{
-    ^bb0(%arg6: tensor<f32>, %arg7: tensor<f32>):
-      %4 = stablehlo.add %arg6, %arg7 : tensor<f32>
-      stablehlo.return %4 : tensor<f32>
-    }}) : (tensor<2x3x{h}x{h}xf32>, tensor<2x3x{oh}x{oh}xf32>, tensor<f32>) -> tensor<2x3x{h}x{h}xf32>
-    return %0, %2 : tensor<2x3x{oh}x{oh}xf32>, tensor<2x3x{h}x{h}xf32>
-  }}
-}}
-"#
-    )
-}
-
 /// Few distinct levels (many ties), a NaN, signed zeros.
 fn data(n: usize, seed: u64) -> Vec<f32> {
     let mut s = seed | 1;
@@ -105,7 +77,11 @@ fn general_tiling_windows_match_the_generic_evaluator_bit_for_bit() {
 fn pool_kernels_match(k: usize, sizes: &[usize]) {
     for &h in sizes {
         for sel in ["GE", "GT", "LE"] {
-            let m = ir::parse::parse_module(&module(h, k, sel), "pool.mlir").unwrap();
+            let m = ir::parse::parse_module(
+                &pool_module(h, h, k, "maximum", "0xFF800000", sel),
+                "pool.mlir",
+            )
+            .unwrap();
             let oh = h / k;
             for seed in 1..6 {
                 let x = Value::Float(
@@ -127,21 +103,22 @@ fn pool_kernels_match(k: usize, sizes: &[usize]) {
     }
 }
 
-/// A `[2, 3, h, w]` max- or min-pool (`reducer`) with a 2×2 window and the
-/// `select_and_scatter` with selector `sel`.
-fn module_2x2(h: usize, w: usize, reducer: &str, init: &str, sel: &str) -> String {
-    let (oh, ow) = (h / 2, w / 2);
+/// A `[2, 3, h, w]` max- or min-pool (`reducer`, initial value `init`) with
+/// a `k`×`k` window and stride, and the `select_and_scatter` with selector
+/// `sel` (scattered values added).
+fn pool_module(h: usize, w: usize, k: usize, reducer: &str, init: &str, sel: &str) -> String {
+    let (oh, ow) = (h / k, w / k);
     format!(
         r#"module {{
   func.func public @main(%arg0: tensor<2x3x{h}x{w}xf32>, %arg1: tensor<2x3x{oh}x{ow}xf32>) -> (tensor<2x3x{oh}x{ow}xf32>, tensor<2x3x{h}x{w}xf32>) {{
     %cst = stablehlo.constant dense<{init}> : tensor<f32>
-    %0 = "stablehlo.reduce_window"(%arg0, %cst) <{{window_dimensions = array<i64: 1, 1, 2, 2>, window_strides = array<i64: 1, 1, 2, 2>}}> ({{
+    %0 = "stablehlo.reduce_window"(%arg0, %cst) <{{window_dimensions = array<i64: 1, 1, {k}, {k}>, window_strides = array<i64: 1, 1, {k}, {k}>}}> ({{
     ^bb0(%arg2: tensor<f32>, %arg3: tensor<f32>):
       %1 = stablehlo.{reducer} %arg2, %arg3 : tensor<f32>
       stablehlo.return %1 : tensor<f32>
     }}) : (tensor<2x3x{h}x{w}xf32>, tensor<f32>) -> tensor<2x3x{oh}x{ow}xf32>
     %cst_0 = stablehlo.constant dense<5.000000e-01> : tensor<f32>
-    %2 = "stablehlo.select_and_scatter"(%arg0, %arg1, %cst_0) <{{window_dimensions = array<i64: 1, 1, 2, 2>, window_strides = array<i64: 1, 1, 2, 2>}}> ({{
+    %2 = "stablehlo.select_and_scatter"(%arg0, %arg1, %cst_0) <{{window_dimensions = array<i64: 1, 1, {k}, {k}>, window_strides = array<i64: 1, 1, {k}, {k}>}}> ({{
     ^bb0(%arg4: tensor<f32>, %arg5: tensor<f32>):
       %3 = stablehlo.compare  {sel}, %arg4, %arg5,  FLOAT : (tensor<f32>, tensor<f32>) -> tensor<i1>
       stablehlo.return %3 : tensor<i1>
@@ -185,7 +162,7 @@ fn two_by_two_pool_layouts_match_the_generic_evaluator_bit_for_bit() {
     for (h, w) in shapes {
         for (i, sel) in ["GE", "GT", "LE", "LT", "EQ", "NE"].into_iter().enumerate() {
             let (reducer, init) = reducers[i % 2];
-            let m = ir::parse::parse_module(&module_2x2(h, w, reducer, init, sel), "pool.mlir")
+            let m = ir::parse::parse_module(&pool_module(h, w, 2, reducer, init, sel), "pool.mlir")
                 .unwrap();
             let (oh, ow) = (h / 2, w / 2);
             for seed in 1..4 {
