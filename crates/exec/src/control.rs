@@ -107,17 +107,7 @@ impl Run {
             .and_then(Buf::first_int)
             .ok_or_else(|| missing(selector))?;
         let n = branches.len() as i64;
-        let k = if is_if {
-            if sel != 0 {
-                0
-            } else {
-                1
-            }
-        } else if (0..n).contains(&sel) {
-            sel
-        } else {
-            n - 1
-        } as usize;
+        let k = den::eval::branch_index(is_if, sel, n);
         // Only the captured values this branch reads are copied.
         let mut caps: Vec<Buf> = Vec::with_capacity(captured.len());
         for (i, &s) in captured.iter().enumerate() {

@@ -22,7 +22,8 @@ use bits::{
     triangular_solve_rule,
 };
 use regions::{
-    all_reduce_rule, check_region, reduce_rule, reduce_window_rule, select_and_scatter_rule,
+    all_reduce_rule, check_region, reduce_rule, reduce_window_rule, region_value_type,
+    select_and_scatter_rule,
 };
 
 /// An ill-typed op: which op, and what does not match (dimensions named).

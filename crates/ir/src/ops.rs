@@ -427,6 +427,21 @@ impl ConvDims {
         }
     }
 
+    /// NHWC / HWIO / NHWC with two spatial dimensions (features last).
+    pub fn nhwc_hwio() -> Self {
+        ConvDims {
+            input_batch: 0,
+            input_feature: 3,
+            input_spatial: vec![1, 2],
+            kernel_input_feature: 2,
+            kernel_output_feature: 3,
+            kernel_spatial: vec![0, 1],
+            output_batch: 0,
+            output_feature: 3,
+            output_spatial: vec![1, 2],
+        }
+    }
+
     /// The weight VJP of a 2-D NCHW convolution as a convolution: the input
     /// `x` read with C as batch and N as feature, the cotangent `dy` as the
     /// kernel (N as input feature, O as output feature), the result

@@ -66,18 +66,8 @@ impl<'m> Interp<'m> {
         if n == 0 {
             return Err(Fail::msg("no branches"));
         }
-        let r = if is_if {
-            if sel != 0 {
-                0
-            } else {
-                1
-            }
-        } else if (0..n).contains(&sel) {
-            sel
-        } else {
-            n - 1
-        };
-        self.run_region(f, env, op, op_index, r as usize, Vec::new())
+        let r = branch_index(is_if, sel, n);
+        self.run_region(f, env, op, op_index, r, Vec::new())
     }
 
     /// `map`: the computation on the operands' elements at each position.
@@ -173,4 +163,23 @@ fn zero_of(ty: &ir::TensorType) -> ir::DenseData {
     } else {
         ir::DenseData::Int(vec![0])
     }
+}
+
+/// The branch an `if` or `case` with `n` branches takes on selector `sel`:
+/// for `if`, the true branch (0) when `sel` is nonzero and the false branch
+/// (1) otherwise; for `case`, branch `sel`, or the last one when `sel` is out
+/// of range.
+pub fn branch_index(is_if: bool, sel: i64, n: i64) -> usize {
+    let k = if is_if {
+        if sel != 0 {
+            0
+        } else {
+            1
+        }
+    } else if (0..n).contains(&sel) {
+        sel
+    } else {
+        n - 1
+    };
+    k as usize
 }

@@ -38,6 +38,7 @@ mod triangular;
 use profile::{print_op_times, profile_label, profiling};
 use schedule::{consumable, drop_schedule, max_value_id, region_op_count, view_schedule};
 
+pub use control::branch_index;
 pub use elementwise::wrap_int;
 pub use reduce::as_compare_selector;
 pub use replica::eval_replicas;
@@ -687,87 +688,30 @@ impl<'m> Interp<'m> {
                 ))
             }
             OpKind::Reduce { dims: rd } => {
-                let (inputs, inits) = self.split_inputs(env, op)?;
-                let region = single_region(op, 0)?;
-                let reducer = region.as_binary_reducer();
                 let rd = dims(rd);
-                let ty = result_ty(0)?;
-                if inputs.len() == 1 {
-                    let decides =
-                        matches!(reducer, Some(ir::BinaryOp::Maximum | ir::BinaryOp::Minimum));
-                    if let Some(v) = self
-                        .fast_ok(decides)
-                        .then(|| fastpath::reduce(inputs[0], inits[0], reducer, &rd, ty))
-                        .flatten()
-                    {
-                        return one(v);
-                    }
-                }
-                if direct_reducer(&inputs, reducer) {
-                    return reduce::reduce(
-                        &inputs,
-                        &inits,
-                        &rd,
-                        reducer,
-                        &mut no_region,
-                        &result_types(op),
-                        dec,
-                    );
-                }
-                // The region reads and writes the environment: detach the operands.
-                let (inputs, inits) = (owned(&inputs), owned(&inits));
-                let mut body =
-                    |r: usize, args: Vec<Value<S>>| self.run_region(f, env, op, op_index, r, args);
-                reduce::reduce(
-                    &refs(&inputs),
-                    &refs(&inits),
-                    &rd,
-                    reducer,
-                    &mut body,
-                    &result_types(op),
+                self.eval_reduction(
+                    f,
+                    env,
+                    op,
+                    op_index,
                     dec,
+                    |x, init, reducer, ty| fastpath::reduce(x, init, reducer, &rd, ty),
+                    |inputs, inits, reducer, body, tys, dec| {
+                        reduce::reduce(inputs, inits, &rd, reducer, body, tys, dec)
+                    },
                 )
             }
-            OpKind::ReduceWindow(wa) => {
-                let (inputs, inits) = self.split_inputs(env, op)?;
-                let region = single_region(op, 0)?;
-                let reducer = region.as_binary_reducer();
-                let ty = result_ty(0)?;
-                if inputs.len() == 1 {
-                    let decides =
-                        matches!(reducer, Some(ir::BinaryOp::Maximum | ir::BinaryOp::Minimum));
-                    if let Some(v) = self
-                        .fast_ok(decides)
-                        .then(|| fastpath::reduce_window(inputs[0], inits[0], reducer, wa, ty))
-                        .flatten()
-                    {
-                        return one(v);
-                    }
-                }
-                if direct_reducer(&inputs, reducer) {
-                    return reduce::reduce_window(
-                        &inputs,
-                        &inits,
-                        wa,
-                        reducer,
-                        &mut no_region,
-                        &result_types(op),
-                        dec,
-                    );
-                }
-                let (inputs, inits) = (owned(&inputs), owned(&inits));
-                let mut body =
-                    |r: usize, args: Vec<Value<S>>| self.run_region(f, env, op, op_index, r, args);
-                reduce::reduce_window(
-                    &refs(&inputs),
-                    &refs(&inits),
-                    wa,
-                    reducer,
-                    &mut body,
-                    &result_types(op),
-                    dec,
-                )
-            }
+            OpKind::ReduceWindow(wa) => self.eval_reduction(
+                f,
+                env,
+                op,
+                op_index,
+                dec,
+                |x, init, reducer, ty| fastpath::reduce_window(x, init, reducer, wa, ty),
+                |inputs, inits, reducer, body, tys, dec| {
+                    reduce::reduce_window(inputs, inits, wa, reducer, body, tys, dec)
+                },
+            ),
             OpKind::SelectAndScatter(sa) => {
                 arity(3)?;
                 if op.regions.len() != 2 {
@@ -983,6 +927,77 @@ impl<'m> Interp<'m> {
             elem,
             finite,
         }))
+    }
+
+    /// `reduce` or `reduce_window` of `op`: `fast` (the fast kernel, given
+    /// the one input, its init, the recognised reducer and the result type)
+    /// when allowed, else `generic` (the evaluator's op, given the inputs,
+    /// inits, reducer, region body, result types and margin sink) with the
+    /// recognised binary reducer applied directly or, failing that, the
+    /// region evaluated on detached operands.
+    #[allow(clippy::too_many_arguments)]
+    fn eval_reduction<S: Scalar>(
+        &mut self,
+        f: &'m Func,
+        env: &mut Env<S>,
+        op: &'m Op,
+        op_index: usize,
+        dec: Option<&mut Decisions>,
+        fast: impl FnOnce(
+            &Value<S>,
+            &Value<S>,
+            Option<ir::BinaryOp>,
+            &ir::TensorType,
+        ) -> Option<Value<S>>,
+        generic: impl Fn(
+            &[&Value<S>],
+            &[&Value<S>],
+            Option<ir::BinaryOp>,
+            &mut reduce::Body<'_, S>,
+            &[ir::TensorType],
+            Option<&mut Decisions>,
+        ) -> Result<Vec<Value<S>>, Fail>,
+    ) -> Result<Vec<Value<S>>, Fail> {
+        let (inputs, inits) = self.split_inputs(env, op)?;
+        let region = single_region(op, 0)?;
+        let reducer = region.as_binary_reducer();
+        let ty = op
+            .results
+            .first()
+            .map(|r| &r.1)
+            .ok_or_else(|| Fail::msg("op declares no result"))?;
+        if inputs.len() == 1 {
+            let decides = matches!(reducer, Some(ir::BinaryOp::Maximum | ir::BinaryOp::Minimum));
+            if let Some(v) = self
+                .fast_ok(decides)
+                .then(|| fast(inputs[0], inits[0], reducer, ty))
+                .flatten()
+            {
+                return Ok(vec![v]);
+            }
+        }
+        if direct_reducer(&inputs, reducer) {
+            return generic(
+                &inputs,
+                &inits,
+                reducer,
+                &mut no_region,
+                &result_types(op),
+                dec,
+            );
+        }
+        // The region reads and writes the environment: detach the operands.
+        let (inputs, inits) = (owned(&inputs), owned(&inits));
+        let mut body =
+            |r: usize, args: Vec<Value<S>>| self.run_region(f, env, op, op_index, r, args);
+        generic(
+            &refs(&inputs),
+            &refs(&inits),
+            reducer,
+            &mut body,
+            &result_types(op),
+            dec,
+        )
     }
 
     /// Whether to use the fast f32 kernels for this op (decision ops only

@@ -244,28 +244,41 @@ pub(crate) fn convolution<T: FastFloat>(
         }
     };
 
-    let result = if let Some(mut conv) = depthwise_conv(&plan, attrs) {
-        // As for the implicit GEMM below: operands whose two leading
-        // dimensions are swapped are read in place.
+    // The two operands in the logical layout, each read in place (its
+    // leading-dimension strides stored through `lhs_strides` / `rhs_strides`)
+    // when only its two leading dimensions are swapped.
+    let operands = |lhs_strides: &mut [usize; 2], rhs_strides: &mut [usize; 2]| {
         let lhs_op = match leading_strides(&lhs.shape, &lhs_perm) {
             Some(strides) => {
-                conv.lhs_strides = strides;
+                *lhs_strides = strides;
                 Cow::Borrowed(&lhs.data[..])
             }
             None => permute(&lhs.data, &lhs.shape, &lhs_perm),
         };
         let rhs_op = match leading_strides(&rhs.shape, &rhs_perm).filter(|_| !reversed) {
             Some(strides) => {
-                conv.rhs_strides = strides;
+                *rhs_strides = strides;
                 Cow::Borrowed(&rhs.data[..])
             }
             None => rhs_logical(),
         };
+        (lhs_op, rhs_op)
+    };
+    // The internal result buffer: `buffer` when it has the result's length.
+    let output = |buffer: Vec<T>| {
         let len = plan.out_batch * plan.out_features * plan.out_plane();
-        let mut out = buffer;
-        if out.len() != len {
-            out = vec![T::ZERO; len];
+        if buffer.len() == len {
+            buffer
+        } else {
+            vec![T::ZERO; len]
         }
+    };
+
+    let result = if let Some(mut conv) = depthwise_conv(&plan, attrs) {
+        // As for the implicit GEMM below: operands whose two leading
+        // dimensions are swapped are read in place.
+        let (lhs_op, rhs_op) = operands(&mut conv.lhs_strides, &mut conv.rhs_strides);
+        let mut out = output(buffer);
         conv.run(&lhs_op, &rhs_op, &mut out);
         add_bias(&mut out, bias, &plan);
         result_moments(&out, &plan, moments);
@@ -277,25 +290,8 @@ pub(crate) fn convolution<T: FastFloat>(
                 // operand through strides: no copy when only those are swapped (the
                 // weight-VJP's xᵀ and dyᵀ given as NCHW tensors). A reversed kernel
                 // is still copied (it is small: the forward's weights).
-                let lhs_op = match leading_strides(&lhs.shape, &lhs_perm) {
-                    Some(strides) => {
-                        conv.lhs_strides = strides;
-                        Cow::Borrowed(&lhs.data[..])
-                    }
-                    None => permute(&lhs.data, &lhs.shape, &lhs_perm),
-                };
-                let rhs_op = match leading_strides(&rhs.shape, &rhs_perm).filter(|_| !reversed) {
-                    Some(strides) => {
-                        conv.rhs_strides = strides;
-                        Cow::Borrowed(&rhs.data[..])
-                    }
-                    None => rhs_logical(),
-                };
-                let len = plan.out_batch * plan.out_features * plan.out_plane();
-                let mut out = buffer;
-                if out.len() != len {
-                    out = vec![T::ZERO; len];
-                }
+                let (lhs_op, rhs_op) = operands(&mut conv.lhs_strides, &mut conv.rhs_strides);
+                let mut out = output(buffer);
                 conv.run(&lhs_op, &rhs_op, &mut out, bias, moments.take());
                 out
             }

@@ -46,6 +46,21 @@ fn fold_run<T: FastFloat>(kind: ReduceKind, acc: T, xs: &[T]) -> T {
     xs.iter().fold(acc, |a, &x| kind.apply(a, x))
 }
 
+/// Asserts `dims` are dimensions of `shape` and `out_shape` is `shape`
+/// without them (`reduce`'s result shape).
+fn assert_reduce_shape(shape: &[usize], dims: &[usize], out_shape: &[usize]) {
+    let rank = shape.len();
+    assert!(
+        dims.iter().all(|&d| d < rank),
+        "reduce dimension out of range"
+    );
+    let kept: Vec<usize> = (0..rank)
+        .filter(|d| !dims.contains(d))
+        .map(|d| shape[d])
+        .collect();
+    assert_eq!(kept, out_shape, "reduce result shape");
+}
+
 pub(crate) fn reduce<T: FastFloat>(
     input: &Tensor<T>,
     init: T,
@@ -53,16 +68,8 @@ pub(crate) fn reduce<T: FastFloat>(
     dims: &[usize],
     out_shape: &[usize],
 ) -> Tensor<T> {
+    assert_reduce_shape(&input.shape, dims, out_shape);
     let rank = input.rank();
-    assert!(
-        dims.iter().all(|&d| d < rank),
-        "reduce dimension out of range"
-    );
-    let kept: Vec<usize> = (0..rank)
-        .filter(|d| !dims.contains(d))
-        .map(|d| input.shape[d])
-        .collect();
-    assert_eq!(kept, out_shape, "reduce result shape");
     let mut out = vec![init; out_shape.iter().product()];
     if input.is_empty() {
         return Tensor::new(out_shape.to_vec(), out);
@@ -134,32 +141,27 @@ impl WindowDim {
 }
 
 /// Folds the window of one output element over the active dimensions `dims`,
-/// visiting window offsets in row-major order; a padding or dilation-hole
-/// position contributes `init`, as in the spec's padded operand.
-#[allow(clippy::too_many_arguments)]
-fn fold_window<T: FastFloat>(
-    data: &[T],
+/// visiting window offsets in row-major order: `step(acc, at)` per position,
+/// `at` the source offset of the element there (from `offset`), or `None` for
+/// a padding or dilation-hole position (the spec's padded operand: `init`).
+fn walk_window<A>(
     dims: &[&WindowDim],
     coords: &[usize],
-    init: T,
-    kind: ReduceKind,
-    offset: usize,
-    valid: bool,
-    acc: T,
-) -> T {
+    offset: Option<usize>,
+    acc: A,
+    step: &impl Fn(A, Option<usize>) -> A,
+) -> A {
     let Some((d, rest)) = dims.split_first() else {
-        return kind.apply(acc, if valid { data[offset] } else { init });
+        return step(acc, offset);
     };
     let (o, rest_coords) = (coords[0], &coords[1..]);
     let mut acc = acc;
     for w in 0..d.table.window {
         let i = d.table.row(w)[o];
-        let (ok, off) = if i >= 0 && valid {
-            (true, offset + i as usize * d.src_stride)
-        } else {
-            (false, offset)
-        };
-        acc = fold_window(data, rest, rest_coords, init, kind, off, ok, acc);
+        let at = offset
+            .filter(|_| i >= 0)
+            .map(|off| off + i as usize * d.src_stride);
+        acc = walk_window(rest, rest_coords, at, acc, step);
     }
     acc
 }
@@ -254,7 +256,9 @@ pub(crate) fn reduce_window<T: FastFloat>(
         out_shape,
         init,
         |active, coords, base| {
-            fold_window(&input.data, active, coords, init, kind, base, true, init)
+            walk_window(active, coords, Some(base), init, &|acc, at| {
+                kind.apply(acc, at.map_or(init, |i| input.data[i]))
+            })
         },
     );
     Tensor::new(out_shape.to_vec(), out)
@@ -264,45 +268,6 @@ pub(crate) fn reduce_window<T: FastFloat>(
 /// the init value (which padding positions also read), `Some(i)` for source
 /// element `i`.
 type Chosen<T> = (T, Option<usize>);
-
-/// Folds one window like [`fold_window`] with a max/min reducer, choosing per
-/// step between the accumulator and the next element by [`replaces`].
-#[allow(clippy::too_many_arguments)]
-fn choose_in_window<T: FastFloat>(
-    data: &[T],
-    dims: &[&WindowDim],
-    coords: &[usize],
-    init: T,
-    kind: ReduceKind,
-    offset: usize,
-    valid: bool,
-    acc: Chosen<T>,
-) -> Chosen<T> {
-    let Some((d, rest)) = dims.split_first() else {
-        let next = if valid {
-            (data[offset], Some(offset))
-        } else {
-            (init, None)
-        };
-        return if replaces(kind, acc.0, next.0) {
-            next
-        } else {
-            acc
-        };
-    };
-    let (o, rest_coords) = (coords[0], &coords[1..]);
-    let mut acc = acc;
-    for w in 0..d.table.window {
-        let i = d.table.row(w)[o];
-        let (ok, off) = if i >= 0 && valid {
-            (true, offset + i as usize * d.src_stride)
-        } else {
-            (false, offset)
-        };
-        acc = choose_in_window(data, rest, rest_coords, init, kind, off, ok, acc);
-    }
-    acc
-}
 
 /// Whether the max/min fold step `acc ⊕ x` yields `x` rather than `acc`, with
 /// the generic evaluator's rule (`Scalar::max`/`min`): a NaN accumulator stays,
@@ -340,17 +305,20 @@ pub(crate) fn reduce_window_choices<T: FastFloat>(
         out_shape,
         None,
         |active, coords, base| {
-            choose_in_window(
-                &input.data,
-                active,
-                coords,
-                init,
-                kind,
-                base,
-                true,
-                (init, None),
-            )
-            .1
+            // Each step chooses between the accumulator and the next element
+            // by [`replaces`].
+            let choose = |acc: Chosen<T>, at: Option<usize>| {
+                let next = match at {
+                    Some(i) => (input.data[i], Some(i)),
+                    None => (init, None),
+                };
+                if replaces(kind, acc.0, next.0) {
+                    next
+                } else {
+                    acc
+                }
+            };
+            walk_window(active, coords, Some(base), (init, None), &choose).1
         },
     )
 }
@@ -369,16 +337,8 @@ pub(crate) fn reduce_choices<T: FastFloat>(
         matches!(kind, ReduceKind::Max | ReduceKind::Min),
         "reduce_choices needs a max or min reducer"
     );
+    assert_reduce_shape(&input.shape, dims, out_shape);
     let rank = input.rank();
-    assert!(
-        dims.iter().all(|&d| d < rank),
-        "reduce dimension out of range"
-    );
-    let kept: Vec<usize> = (0..rank)
-        .filter(|d| !dims.contains(d))
-        .map(|d| input.shape[d])
-        .collect();
-    assert_eq!(kept, out_shape, "reduce result shape");
     let mut acc: Vec<Chosen<T>> = vec![(init, None); out_shape.iter().product()];
     // Output stride of every input dimension (0 for reduced ones): memory order
     // visits each output's elements in row-major order of the reduced indices.

@@ -76,46 +76,12 @@ pub trait Scalar: Clone + Debug + Send + Sync + 'static {
     /// IEEE maximum: NaN propagates, +0 beats -0; on an exact tie the first
     /// operand is chosen (for a dual number: its tangent).
     fn max(&self, o: &Self) -> Self {
-        match self.primal_cmp(o) {
-            None => {
-                if self.is_nan() {
-                    self.clone()
-                } else {
-                    o.clone()
-                }
-            }
-            Some(Ordering::Greater) => self.clone(),
-            Some(Ordering::Less) => o.clone(),
-            Some(Ordering::Equal) => {
-                if self.total_cmp(o) == Ordering::Less {
-                    o.clone()
-                } else {
-                    self.clone()
-                }
-            }
-        }
+        ieee_extremum(self, o, Ordering::Greater)
     }
 
     /// IEEE minimum: NaN propagates, -0 beats +0; exact ties choose the first operand.
     fn min(&self, o: &Self) -> Self {
-        match self.primal_cmp(o) {
-            None => {
-                if self.is_nan() {
-                    self.clone()
-                } else {
-                    o.clone()
-                }
-            }
-            Some(Ordering::Less) => self.clone(),
-            Some(Ordering::Greater) => o.clone(),
-            Some(Ordering::Equal) => {
-                if self.total_cmp(o) == Ordering::Greater {
-                    o.clone()
-                } else {
-                    self.clone()
-                }
-            }
-        }
+        ieee_extremum(self, o, Ordering::Less)
     }
 
     /// |primal(self) − primal(o)| as f64: the margin of a decision between them.
@@ -253,6 +219,36 @@ pub trait Scalar: Clone + Debug + Send + Sync + 'static {
             exponent_bits,
             mantissa_bits,
         ))
+    }
+}
+
+/// The IEEE maximum (`wins` = `Greater`) or minimum (`wins` = `Less`) of
+/// `a` and `b` by their primal values: a NaN propagates (the first NaN
+/// operand), the signed zero on the `wins` side of the total order beats the
+/// other, and on an exact tie the first operand is chosen.
+fn ieee_extremum<S: Scalar>(a: &S, b: &S, wins: Ordering) -> S {
+    match a.primal_cmp(b) {
+        None => {
+            if a.is_nan() {
+                a.clone()
+            } else {
+                b.clone()
+            }
+        }
+        Some(Ordering::Equal) => {
+            if a.total_cmp(b) == wins.reverse() {
+                b.clone()
+            } else {
+                a.clone()
+            }
+        }
+        Some(order) => {
+            if order == wins {
+                a.clone()
+            } else {
+                b.clone()
+            }
+        }
     }
 }
 

@@ -1162,53 +1162,36 @@ fn triangular_solve_is_exact_and_differentiable() {
     }
 }
 
+/// `chlo.mulhi` of `a` and `b`, one-dimensional tensors of the integer type
+/// `elem` (spelled `name` in the module text).
+fn mulhi(name: &str, elem: ElemType, a: &[i64], b: &[i64]) -> Vec<i64> {
+    let t = format!("tensor<{}x{name}>", a.len());
+    let m = module(
+        &[&t, &t],
+        &format!("    %r = chlo.mulhi %arg0, %arg1 : {t}, {t} -> {t}\n    return %r : {t}"),
+        &t,
+    );
+    ints(&run(&m, vec![iv(a, elem), iv(b, elem)])[0])
+}
+
 #[test]
 fn mulhi_is_the_high_half_of_the_wide_product() {
     // i8: 64·4 = 256 = 0x0100 → 1; −64·4 = −256 = 0xff00 → −1; −64·−4 → 1;
     // 127·127 = 16129 = 0x3f01 → 63; −128·−128 = 16384 = 0x4000 → 64.
-    let t = "tensor<5xi8>";
-    let m = module(
-        &[t, t],
-        &format!("    %r = chlo.mulhi %arg0, %arg1 : {t}, {t} -> {t}\n    return %r : {t}"),
-        t,
-    );
-    let out = run(
-        &m,
-        vec![
-            iv(&[64, -64, -64, 127, -128], ElemType::I8),
-            iv(&[4, 4, -4, 127, -128], ElemType::I8),
-        ],
-    );
-    assert_eq!(ints(&out[0]), [1, -1, 1, 63, 64]);
-    // ui8: 255·255 = 65025 = 0xfe01 → 254.
-    let t = "tensor<1xui8>";
-    let m = module(
-        &[t, t],
-        &format!("    %r = chlo.mulhi %arg0, %arg1 : {t}, {t} -> {t}\n    return %r : {t}"),
-        t,
-    );
     assert_eq!(
-        ints(
-            &run(
-                &m,
-                vec![iv(&[255], ElemType::UI8), iv(&[255], ElemType::UI8)]
-            )[0]
+        mulhi(
+            "i8",
+            ElemType::I8,
+            &[64, -64, -64, 127, -128],
+            &[4, 4, -4, 127, -128]
         ),
-        [254]
+        [1, -1, 1, 63, 64]
     );
+    // ui8: 255·255 = 65025 = 0xfe01 → 254.
+    assert_eq!(mulhi("ui8", ElemType::UI8, &[255], &[255]), [254]);
     // i64: (2⁶²)·4 = 2⁶⁴ → 1; i64::MIN·−1 = 2⁶³ → 0 (high word of 0x8000…0 as 128 bits).
-    let t = "tensor<2xi64>";
-    let m = module(
-        &[t, t],
-        &format!("    %r = chlo.mulhi %arg0, %arg1 : {t}, {t} -> {t}\n    return %r : {t}"),
-        t,
+    assert_eq!(
+        mulhi("i64", ElemType::I64, &[1 << 62, i64::MIN], &[4, -1]),
+        [1, 0]
     );
-    let out = run(
-        &m,
-        vec![
-            iv(&[1 << 62, i64::MIN], ElemType::I64),
-            iv(&[4, -1], ElemType::I64),
-        ],
-    );
-    assert_eq!(ints(&out[0]), [1, 0]);
 }

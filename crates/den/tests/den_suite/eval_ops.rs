@@ -5,7 +5,7 @@
 use den::{eval_func, EvalOptions, Tensor, Value};
 use ir::*;
 
-use crate::common::{generic, Fb};
+use crate::common::{generic, ConvCase, Fb};
 
 fn f32t(shape: &[i64]) -> TensorType {
     TensorType::f32(shape.to_vec())
@@ -335,50 +335,7 @@ fn dot_general_with_batch_and_contracting_dims() {
     assert_eq!(floats(&r[0]), want);
 }
 
-/// One random convolution case: NCHW/OIHW layout attributes.
-struct ConvCase {
-    n: usize,
-    c: usize,
-    o: usize,
-    hw: [usize; 2],
-    k: [usize; 2],
-    stride: [i64; 2],
-    pad: [(i64, i64); 2],
-    ld: [i64; 2],
-    rd: [i64; 2],
-    rev: [bool; 2],
-    fg: usize,
-    bg: usize,
-}
-
 impl ConvCase {
-    fn out_hw(&self) -> Option<[usize; 2]> {
-        let mut out = [0; 2];
-        for (d, o) in out.iter_mut().enumerate() {
-            let dil_in = (self.hw[d] as i64 - 1) * self.ld[d] + 1 + self.pad[d].0 + self.pad[d].1;
-            let dil_k = (self.k[d] as i64 - 1) * self.rd[d] + 1;
-            if dil_in < dil_k {
-                return None;
-            }
-            *o = ((dil_in - dil_k) / self.stride[d] + 1) as usize;
-        }
-        Some(out)
-    }
-
-    fn attrs(&self, dims: ConvDims) -> ConvAttrs {
-        ConvAttrs {
-            window_strides: self.stride.to_vec(),
-            padding: self.pad.to_vec(),
-            lhs_dilation: self.ld.to_vec(),
-            rhs_dilation: self.rd.to_vec(),
-            window_reversal: self.rev.to_vec(),
-            dims,
-            feature_group_count: self.fg as i64,
-            batch_group_count: self.bg as i64,
-            precision_config: None,
-        }
-    }
-
     /// The spec's construction, materialised: pad + dilate the lhs explicitly,
     /// reverse the kernel, then a plain strided, dilated window sum per group.
     fn reference(&self, x: &[f64], w: &[f64]) -> Vec<f64> {
@@ -543,17 +500,7 @@ fn convolution_honours_dimension_numbers() {
     let want = c.reference(&xs, &ws);
     let (x_nhwc, xs_shape) = permute(&xs, &[2, 4, 5, 4], &[0, 2, 3, 1]);
     let (w_hwio, ws_shape) = permute(&ws, &[4, 2, 3, 2], &[2, 3, 1, 0]);
-    let dims = ConvDims {
-        input_batch: 0,
-        input_feature: 3,
-        input_spatial: vec![1, 2],
-        kernel_input_feature: 2,
-        kernel_output_feature: 3,
-        kernel_spatial: vec![0, 1],
-        output_batch: 0,
-        output_feature: 3,
-        output_spatial: vec![1, 2],
-    };
+    let dims = ConvDims::nhwc_hwio();
     let to_i = |s: &[usize]| s.iter().map(|&d| d as i64).collect::<Vec<_>>();
     let mut b = Fb::new();
     let x = b.param(f32t(&to_i(&xs_shape)));
@@ -618,29 +565,11 @@ fn reduce_add_and_variadic_argmax() {
     assert_eq!(ints(&r[2]), vec![1, 0]); // first maximal element on ties
 }
 
-fn max_pool_3x3_s2_p1(b: &mut Fb, x: ValueId, out: i64) -> ValueId {
-    let ninf = b.constant(f64::NEG_INFINITY, f32t(&[]));
-    let mx = b.binary_region(BinaryOp::Maximum, ElemType::F32);
-    let wa = WindowAttrs {
-        window_dimensions: vec![1, 1, 3, 3],
-        window_strides: vec![1, 1, 2, 2],
-        base_dilations: vec![1; 4],
-        window_dilations: vec![1; 4],
-        padding: vec![(0, 0), (0, 0), (1, 1), (1, 1)],
-    };
-    b.op(
-        OpKind::ReduceWindow(wa),
-        &[x, ninf],
-        vec![mx],
-        &[f32t(&[1, 1, out, out])],
-    )[0]
-}
-
 #[test]
 fn reduce_window_max_pool_with_padding_and_avg_with_dilation() {
     let mut b = Fb::new();
     let x = b.param(f32t(&[1, 1, 4, 4]));
-    let mp = max_pool_3x3_s2_p1(&mut b, x, 2);
+    let mp = b.max_pool_3x3_s2_p1(x, &[1, 1, 2, 2]);
     // Sum pool 2x1 with base dilation 2 on dim 3 (holes read as init 0) and window dilation 2 on dim 2.
     let z = b.constant(0.0, f32t(&[]));
     let add = b.binary_region(BinaryOp::Add, ElemType::F32);
@@ -907,7 +836,7 @@ fn pool_margins_are_top_two_gaps() {
     let mut b = Fb::new();
     let x = b.param(f32t(&[1, 1, 4, 4]));
     let dy = b.param(f32t(&[1, 1, 2, 2]));
-    let mp = max_pool_3x3_s2_p1(&mut b, x, 2);
+    let mp = b.max_pool_3x3_s2_p1(x, &[1, 1, 2, 2]);
     let ss = select_and_scatter_3x3_s2_p1(&mut b, x, dy, &[1, 1, 4, 4]);
     let m = b.finish(&[mp, ss]);
     let xs: Vec<f64> = (0..16).map(|v| ((v * 7) % 16) as f64).collect();
@@ -948,21 +877,7 @@ fn fast_f32_path_agrees_with_generic() {
     let mut a = ConvAttrs::plain2d();
     a.padding = vec![(1, 1), (1, 1)];
     let y = b.op1(OpKind::Convolution(a), &[x, w], f32t(&[2, 4, 6, 6]));
-    let ninf = b.constant(f64::NEG_INFINITY, f32t(&[]));
-    let mx = b.binary_region(BinaryOp::Maximum, ElemType::F32);
-    let wa = WindowAttrs {
-        window_dimensions: vec![1, 1, 3, 3],
-        window_strides: vec![1, 1, 2, 2],
-        base_dilations: vec![1; 4],
-        window_dilations: vec![1; 4],
-        padding: vec![(0, 0), (0, 0), (1, 1), (1, 1)],
-    };
-    let p = b.op(
-        OpKind::ReduceWindow(wa),
-        &[y, ninf],
-        vec![mx],
-        &[f32t(&[2, 4, 3, 3])],
-    )[0];
+    let p = b.max_pool_3x3_s2_p1(y, &[2, 4, 3, 3]);
     let z = b.constant(0.0, f32t(&[]));
     let add = b.binary_region(BinaryOp::Add, ElemType::F32);
     let s = b.op(

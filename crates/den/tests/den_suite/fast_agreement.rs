@@ -373,14 +373,29 @@ fn check_convolution(
     assert_within_bound(what, &fast, &exact, terms);
 }
 
+impl ConvCase {
+    /// The case's random operands: the lhs drawn from `seed`, the rhs from
+    /// `seed ^ rhs_salt`.
+    fn operands(&self, rhs_salt: u64) -> (Tensor<f32>, Tensor<f32>) {
+        (
+            random_tensor(&self.lhs_shape(), self.seed),
+            random_tensor(&self.rhs_shape(), self.seed ^ rhs_salt),
+        )
+    }
+
+    /// [`check_convolution`] on the case's operands ([`ConvCase::operands`]).
+    fn check(&self, what: &str, rhs_salt: u64) {
+        let (lhs, rhs) = self.operands(rhs_salt);
+        check_convolution(what, &lhs, &rhs, &self.attrs(), &self.out_shape());
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(128))]
 
     #[test]
     fn convolution_matches_spec_formula(case in conv_case_strategy()) {
-        let lhs = random_tensor(&case.lhs_shape(), case.seed);
-        let rhs = random_tensor(&case.rhs_shape(), case.seed ^ 0xABCD);
-        check_convolution("convolution", &lhs, &rhs, &case.attrs(), &case.out_shape());
+        case.check("convolution", 0xABCD);
     }
 }
 
@@ -414,9 +429,7 @@ proptest! {
 
     #[test]
     fn wide_channel_convolution_matches_spec_formula(case in wide_channel_case_strategy()) {
-        let lhs = random_tensor(&case.lhs_shape(), case.seed);
-        let rhs = random_tensor(&case.rhs_shape(), case.seed ^ 0x4321);
-        check_convolution("wide-channel convolution", &lhs, &rhs, &case.attrs(), &case.out_shape());
+        case.check("wide-channel convolution", 0x4321);
     }
 }
 
@@ -460,9 +473,7 @@ proptest! {
 
     #[test]
     fn weight_gradient_shaped_convolution_matches_spec_formula(case in wgrad_case_strategy()) {
-        let lhs = random_tensor(&case.lhs_shape(), case.seed);
-        let rhs = random_tensor(&case.rhs_shape(), case.seed ^ 0x1234);
-        check_convolution("wgrad-shaped convolution", &lhs, &rhs, &case.attrs(), &case.out_shape());
+        case.check("wgrad-shaped convolution", 0x1234);
     }
 }
 
@@ -526,17 +537,7 @@ fn cifar_like_convolution_forward_and_gradients() {
     let w11 = random_tensor(&[1, 1, c, o], 9);
     let nhwc = ConvAttrs {
         padding: vec![(0, 0), (0, 0)],
-        dims: ConvDims {
-            input_batch: 0,
-            input_feature: 3,
-            input_spatial: vec![1, 2],
-            kernel_input_feature: 2,
-            kernel_output_feature: 3,
-            kernel_spatial: vec![0, 1],
-            output_batch: 0,
-            output_feature: 3,
-            output_spatial: vec![1, 2],
-        },
+        dims: ConvDims::nhwc_hwio(),
         ..ConvAttrs::plain2d()
     };
     check_convolution("pointwise NHWC", &xh, &w11, &nhwc, &[n, hw, hw, o]);
@@ -1385,8 +1386,7 @@ mod against_generic_evaluator {
             if case.feature_groups > 1 {
                 case.batch_groups = 1;
             }
-            let lhs = random_tensor(&case.lhs_shape(), case.seed);
-            let rhs = random_tensor(&case.rhs_shape(), case.seed ^ 0xABCD);
+            let (lhs, rhs) = case.operands(0xABCD);
             let attrs = case.attrs();
             let out = case.out_shape();
             let m = one_op_module(&[lhs.shape.clone(), rhs.shape.clone()], OpKind::Convolution(attrs.clone()), |_| vec![], &out);

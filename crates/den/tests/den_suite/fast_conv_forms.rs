@@ -615,10 +615,10 @@ fn strided_operands_give_the_bits_of_transposed_copies() {
     }
 }
 
-#[test]
-fn sliced_reduction_does_not_depend_on_the_thread_count() {
-    let case = step_weight_vjp(16, 16, 32, [16, 16]);
-    let (lhs, rhs) = operands(&case, 1200);
+/// Asserts the f32 kernel's result for `case` (operands drawn from `seed`)
+/// has the same bits on one thread and on three.
+fn assert_same_bits_on_1_and_3_threads(case: &Case, seed: u64) {
+    let (lhs, rhs) = operands(case, seed);
     let l = Tensor::new(
         physical(case.lhs_logical(), case.lhs_layout),
         lhs.iter().map(|&v| v as f32).collect(),
@@ -635,9 +635,13 @@ fn sliced_reduction_does_not_depend_on_the_thread_count() {
             .unwrap()
             .install(|| fast::convolution(&l, &r, &case.attrs(), &oshape))
     };
-    let (one, three) = (run(1), run(3));
     let bits = |t: &Tensor<f32>| t.data.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
-    assert_eq!(bits(&one), bits(&three));
+    assert_eq!(bits(&run(1)), bits(&run(3)), "case {case:?}");
+}
+
+#[test]
+fn sliced_reduction_does_not_depend_on_the_thread_count() {
+    assert_same_bits_on_1_and_3_threads(&step_weight_vjp(16, 16, 32, [16, 16]), 1200);
 }
 
 #[test]
@@ -939,25 +943,7 @@ fn depthwise_results_do_not_depend_on_the_thread_count() {
         .iter()
         .enumerate()
     {
-        let (lhs, rhs) = operands(case, 1700 + i as u64);
-        let l = Tensor::new(
-            physical(case.lhs_logical(), case.lhs_layout),
-            lhs.iter().map(|&v| v as f32).collect(),
-        );
-        let r = Tensor::new(
-            physical(case.rhs_logical(), case.rhs_layout),
-            rhs.iter().map(|&v| v as f32).collect(),
-        );
-        let oshape = physical(case.out_logical(), case.out_layout);
-        let run = |threads: usize| {
-            rayon::ThreadPoolBuilder::new()
-                .num_threads(threads)
-                .build()
-                .unwrap()
-                .install(|| fast::convolution(&l, &r, &case.attrs(), &oshape))
-        };
-        let bits = |t: &Tensor<f32>| t.data.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
-        assert_eq!(bits(&run(1)), bits(&run(3)), "case {case:?}");
+        assert_same_bits_on_1_and_3_threads(case, 1700 + i as u64);
     }
 }
 

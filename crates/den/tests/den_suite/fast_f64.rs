@@ -18,7 +18,7 @@ use den::{eval_func, Dual, EvalOptions, Scalar, Tensor, Value};
 use ir::*;
 use proptest::prelude::*;
 
-use crate::common::{generic, Fb};
+use crate::common::{generic, ConvCase, Fb};
 
 fn fast_opts() -> EvalOptions {
     EvalOptions::default()
@@ -184,35 +184,7 @@ fn tangent_strategy() -> impl Strategy<Value = Tangent> {
 // ---------------------------------------------------------------------------
 // Convolution and dot_general
 
-#[derive(Clone, Debug)]
-struct ConvCase {
-    n: usize,
-    c: usize,
-    o: usize,
-    hw: [usize; 2],
-    k: [usize; 2],
-    stride: [i64; 2],
-    pad: [(i64, i64); 2],
-    ld: [i64; 2],
-    rd: [i64; 2],
-    rev: [bool; 2],
-    fg: usize,
-}
-
 impl ConvCase {
-    fn out_hw(&self) -> Option<[usize; 2]> {
-        let mut out = [0; 2];
-        for (d, o) in out.iter_mut().enumerate() {
-            let dil_in = (self.hw[d] as i64 - 1) * self.ld[d] + 1 + self.pad[d].0 + self.pad[d].1;
-            let dil_k = (self.k[d] as i64 - 1) * self.rd[d] + 1;
-            if dil_in < dil_k {
-                return None;
-            }
-            *o = ((dil_in - dil_k) / self.stride[d] + 1) as usize;
-        }
-        Some(out)
-    }
-
     fn x_shape(&self) -> Vec<usize> {
         vec![self.n, self.c, self.hw[0], self.hw[1]]
     }
@@ -221,27 +193,13 @@ impl ConvCase {
         vec![self.o, self.c / self.fg, self.k[0], self.k[1]]
     }
 
-    fn attrs(&self) -> ConvAttrs {
-        ConvAttrs {
-            window_strides: self.stride.to_vec(),
-            padding: self.pad.to_vec(),
-            lhs_dilation: self.ld.to_vec(),
-            rhs_dilation: self.rd.to_vec(),
-            window_reversal: self.rev.to_vec(),
-            dims: ConvDims::nchw(2),
-            feature_group_count: self.fg as i64,
-            batch_group_count: 1,
-            precision_config: None,
-        }
-    }
-
     fn module(&self) -> Module {
         let [oh, ow] = self.out_hw().expect("valid case");
         let mut b = Fb::new();
         let x = b.param(f32t(&self.x_shape()));
         let w = b.param(f32t(&self.w_shape()));
         let y = b.op1(
-            OpKind::Convolution(self.attrs()),
+            OpKind::Convolution(self.attrs(ConvDims::nchw(2))),
             &[x, w],
             f32t(&[self.n, self.o, oh, ow]),
         );
@@ -251,6 +209,16 @@ impl ConvCase {
     /// Accumulated terms per output, doubled for the two tangent sums, plus slack.
     fn terms(&self) -> f64 {
         (2 * (self.c / self.fg) * self.k[0] * self.k[1] + 4) as f64
+    }
+
+    /// [`check`] of the case's module on inputs drawn from `seed` (the kernel
+    /// from `seed + 7`) with tangents `tx` and `tw`.
+    fn check(&self, seed: u64, tx: Tangent, tw: Tangent) -> Result<(), String> {
+        let inputs = [
+            Input::new(&self.x_shape(), seed, None, tx),
+            Input::new(&self.w_shape(), seed + 7, None, tw),
+        ];
+        check(&self.module(), &inputs, self.terms())
     }
 }
 
@@ -274,6 +242,7 @@ fn conv_strategy() -> impl Strategy<Value = ConvCase> {
                 rd: [1, rd],
                 rev: [rev, false],
                 fg,
+                bg: 1,
             },
         )
         .prop_filter("some output", |c| c.out_hw().is_some())
@@ -302,6 +271,7 @@ fn wide_conv_strategy() -> impl Strategy<Value = ConvCase> {
                 rd: [rd, 1],
                 rev: [rev, false],
                 fg: 1,
+                bg: 1,
             },
         )
         .prop_filter("some output", |c| c.out_hw().is_some())
@@ -313,23 +283,13 @@ proptest! {
     #[test]
     fn convolution_agrees(case in conv_strategy(), seed in 0u64..1000,
                           tx in tangent_strategy(), tw in tangent_strategy()) {
-        let m = case.module();
-        let inputs = [
-            Input::new(&case.x_shape(), seed, None, tx),
-            Input::new(&case.w_shape(), seed + 7, None, tw),
-        ];
-        check(&m, &inputs, case.terms()).map_err(TestCaseError::fail)?;
+        case.check(seed, tx, tw).map_err(TestCaseError::fail)?;
     }
 
     #[test]
     fn wide_convolution_agrees(case in wide_conv_strategy(), seed in 0u64..1000,
                                tx in tangent_strategy(), tw in tangent_strategy()) {
-        let m = case.module();
-        let inputs = [
-            Input::new(&case.x_shape(), seed, None, tx),
-            Input::new(&case.w_shape(), seed + 7, None, tw),
-        ];
-        check(&m, &inputs, case.terms()).map_err(TestCaseError::fail)?;
+        case.check(seed, tx, tw).map_err(TestCaseError::fail)?;
     }
 
     #[test]
@@ -365,19 +325,7 @@ proptest! {
 /// infinite weight, `0 · ∞` makes the tangent NaN, on both paths.
 #[test]
 fn zero_tangent_against_infinity_stays_nan() {
-    let case = ConvCase {
-        n: 1,
-        c: 2,
-        o: 2,
-        hw: [4, 4],
-        k: [3, 3],
-        stride: [1, 1],
-        pad: [(1, 1), (1, 1)],
-        ld: [1, 1],
-        rd: [1, 1],
-        rev: [false, false],
-        fg: 1,
-    };
+    let case = ConvCase::plain(1, 2, 2, [4, 4], [3, 3], [(1, 1), (1, 1)]);
     let m = case.module();
     let x = Input::new(&case.x_shape(), 1, None, Tangent::Zero);
     let mut w = Input::new(&case.w_shape(), 2, None, Tangent::Random);
@@ -399,25 +347,13 @@ fn zero_tangent_against_infinity_stays_nan() {
 /// kernel's, bit for bit, and (for this case) not the generic loop's.
 #[test]
 fn f64_and_dual_convolutions_dispatch_to_the_kernel() {
-    let case = ConvCase {
-        n: 2,
-        c: 16,
-        o: 8,
-        hw: [6, 6],
-        k: [3, 3],
-        stride: [1, 1],
-        pad: [(1, 1), (1, 1)],
-        ld: [1, 1],
-        rd: [1, 1],
-        rev: [false, false],
-        fg: 1,
-    };
+    let case = ConvCase::plain(2, 16, 8, [6, 6], [3, 3], [(1, 1), (1, 1)]);
     let m = case.module();
     let x = Input::new(&case.x_shape(), 11, None, Tangent::Random);
     let w = Input::new(&case.w_shape(), 12, None, Tangent::Zero);
     let xs = x.f64(false).into_float().unwrap();
     let ws = w.f64(false).into_float().unwrap();
-    let kernel = fast::convolution(&xs, &ws, &case.attrs(), &[2, 8, 6, 6]);
+    let kernel = fast::convolution(&xs, &ws, &case.attrs(ConvDims::nchw(2)), &[2, 8, 6, 6]);
     let fast64 = run(&m, vec![x.f64(false), w.f64(false)], &fast_opts());
     let gen64 = run(&m, vec![x.f64(false), w.f64(false)], &generic());
     assert!(fast64.iter().zip(&kernel.data).all(|(a, b)| same(*a, *b)));
@@ -433,19 +369,7 @@ fn f64_and_dual_convolutions_dispatch_to_the_kernel() {
 /// term (a plausible dispatch bug, same shapes) is rejected by the comparison.
 #[test]
 fn comparison_rejects_a_dual_convolution_missing_a_tangent_term() {
-    let case = ConvCase {
-        n: 2,
-        c: 3,
-        o: 4,
-        hw: [5, 5],
-        k: [3, 3],
-        stride: [1, 1],
-        pad: [(1, 1), (1, 1)],
-        ld: [1, 1],
-        rd: [1, 1],
-        rev: [false, false],
-        fg: 1,
-    };
+    let case = ConvCase::plain(2, 3, 4, [5, 5], [3, 3], [(1, 1), (1, 1)]);
     let m = case.module();
     let x = Input::new(&case.x_shape(), 21, None, Tangent::Random);
     let w = Input::new(&case.w_shape(), 22, None, Tangent::Random);
@@ -469,10 +393,15 @@ fn comparison_rejects_a_dual_convolution_missing_a_tangent_term() {
     let value = fast::convolution(
         &part(&d[0], false),
         &part(&d[1], false),
-        &case.attrs(),
+        &case.attrs(ConvDims::nchw(2)),
         &out,
     );
-    let only_x = fast::convolution(&part(&d[0], true), &part(&d[1], false), &case.attrs(), &out);
+    let only_x = fast::convolution(
+        &part(&d[0], true),
+        &part(&d[1], false),
+        &case.attrs(ConvDims::nchw(2)),
+        &out,
+    );
     let buggy: Vec<Dual<f64>> = value
         .data
         .iter()

@@ -156,21 +156,7 @@ fn piecewise_linear_net() -> Module {
     let c = b.op1(OpKind::Convolution(a), &[x, w], f(&[1, 3, 4, 4]));
     let z = b.constant(0.0, f(&[1, 3, 4, 4]));
     let r = b.op1(OpKind::Binary(BinaryOp::Maximum), &[c, z], f(&[1, 3, 4, 4]));
-    let ninf = b.constant(f64::NEG_INFINITY, f(&[]));
-    let mx = b.binary_region(BinaryOp::Maximum, ElemType::F32);
-    let wa = WindowAttrs {
-        window_dimensions: vec![1, 1, 3, 3],
-        window_strides: vec![1, 1, 2, 2],
-        base_dilations: vec![1; 4],
-        window_dilations: vec![1; 4],
-        padding: vec![(0, 0), (0, 0), (1, 1), (1, 1)],
-    };
-    let p = b.op(
-        OpKind::ReduceWindow(wa),
-        &[r, ninf],
-        vec![mx],
-        &[f(&[1, 3, 2, 2])],
-    )[0];
+    let p = b.max_pool_3x3_s2_p1(r, &[1, 3, 2, 2]);
     let flat = b.op1(OpKind::Reshape, &[p], f(&[1, 12]));
     let dims = DotDims {
         lhs_batch: vec![],

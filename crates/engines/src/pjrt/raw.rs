@@ -21,38 +21,36 @@ use crate::host::{HostData, HostTensor};
 
 // ----------------------------------------------------------- opaque handles
 
-#[repr(C)]
-pub struct PjrtError {
-    _opaque: [u8; 0],
+/// Declares each named type as an opaque C type: only ever behind a pointer
+/// the plugin hands out.
+macro_rules! opaque_handles {
+    ($($(#[$doc:meta])* $name:ident),* $(,)?) => {$(
+        $(#[$doc])*
+        #[repr(C)]
+        pub struct $name {
+            _opaque: [u8; 0],
+        }
+    )*};
 }
-#[repr(C)]
-pub struct PjrtClient {
-    _opaque: [u8; 0],
-}
-#[repr(C)]
-pub struct PjrtDevice {
-    _opaque: [u8; 0],
-}
-#[repr(C)]
-pub struct PjrtDeviceDescription {
-    _opaque: [u8; 0],
-}
-#[repr(C)]
-pub struct PjrtLoadedExecutable {
-    _opaque: [u8; 0],
-}
-#[repr(C)]
-pub struct PjrtExecutable {
-    _opaque: [u8; 0],
-}
-#[repr(C)]
-pub struct PjrtBuffer {
-    _opaque: [u8; 0],
-}
-#[repr(C)]
-pub struct PjrtEvent {
-    _opaque: [u8; 0],
-}
+
+opaque_handles!(
+    /// `PJRT_Error`.
+    PjrtError,
+    /// `PJRT_Client`.
+    PjrtClient,
+    /// `PJRT_Device`.
+    PjrtDevice,
+    /// `PJRT_DeviceDescription`.
+    PjrtDeviceDescription,
+    /// `PJRT_LoadedExecutable`.
+    PjrtLoadedExecutable,
+    /// `PJRT_Executable`.
+    PjrtExecutable,
+    /// `PJRT_Buffer`.
+    PjrtBuffer,
+    /// `PJRT_Event`.
+    PjrtEvent,
+);
 
 type Ext = *mut c_void;
 type Call<A> = Option<unsafe extern "C" fn(*mut A) -> *mut PjrtError>;

@@ -148,6 +148,37 @@ impl Node {
     }
 }
 
+/// Defines `$avx2` and `$avx512`, the method `$inner` (same arguments)
+/// compiled for AVX2 + FMA and for AVX-512F + FMA; each has `$inner`'s
+/// contract and needs a CPU with its features.
+macro_rules! feature_twins {
+    ($avx2:ident, $avx512:ident => $inner:ident($($arg:ident: $ty:ty),* $(,)?)) => {
+        #[doc = concat!("[`Program::", stringify!($inner), "`] compiled for AVX2 and FMA.")]
+        ///
+        /// # Safety
+        #[doc = concat!("The CPU has AVX2 and FMA; as [`Program::", stringify!($inner), "`].")]
+        #[cfg(target_arch = "x86_64")]
+        #[target_feature(enable = "avx2,fma")]
+        #[allow(clippy::too_many_arguments, unused_unsafe)]
+        unsafe fn $avx2(&self, $($arg: $ty),*) {
+            // SAFETY: forwarded contract.
+            unsafe { self.$inner($($arg),*) }
+        }
+
+        #[doc = concat!("[`Program::", stringify!($inner), "`] compiled for AVX-512F.")]
+        ///
+        /// # Safety
+        #[doc = concat!("The CPU has AVX-512F; as [`Program::", stringify!($inner), "`].")]
+        #[cfg(target_arch = "x86_64")]
+        #[target_feature(enable = "avx512f,fma")]
+        #[allow(clippy::too_many_arguments, unused_unsafe)]
+        unsafe fn $avx512(&self, $($arg: $ty),*) {
+            // SAFETY: forwarded contract.
+            unsafe { self.$inner($($arg),*) }
+        }
+    };
+}
+
 impl Program {
     /// Nodes that compute (not loads or splats): the elementwise ops fused.
     pub fn op_count(&self) -> usize {
@@ -432,55 +463,18 @@ impl Program {
         }
     }
 
-    /// [`Program::write_block`] compiled for AVX2 and FMA.
-    ///
-    /// # Safety
-    /// The CPU has AVX2 and FMA; as [`Program::write_block`].
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2,fma")]
-    unsafe fn write_block_avx2(
-        &self,
+    // The block loops compiled for AVX2 + FMA and for AVX-512F: the wider
+    // twin has twice the lanes for `vmath`'s polynomials (GELU(tanh) was a
+    // third of a ViT forward) with the same IEEE operations, so the same bits.
+    feature_twins!(write_block_avx2, write_block_avx512 => write_block(
         inputs: &[Input],
         out: SendPtr,
         lo: usize,
         hi: usize,
         regs: &mut Regs,
         in_place: bool,
-    ) {
-        // SAFETY: forwarded contract.
-        unsafe { self.write_block(inputs, out, lo, hi, regs, in_place) }
-    }
-
-    /// [`Program::write_block`] compiled for AVX-512F: twice the lanes of
-    /// the AVX2 twin for `vmath`'s polynomials (GELU(tanh) was a third of a
-    /// ViT forward); the same IEEE operations, so the same bits.
-    ///
-    /// # Safety
-    /// The CPU has AVX-512F; as [`Program::write_block`].
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx512f,fma")]
-    unsafe fn write_block_avx512(
-        &self,
-        inputs: &[Input],
-        out: SendPtr,
-        lo: usize,
-        hi: usize,
-        regs: &mut Regs,
-        in_place: bool,
-    ) {
-        // SAFETY: forwarded contract.
-        unsafe { self.write_block(inputs, out, lo, hi, regs, in_place) }
-    }
-
-    /// [`Program::reduce_block`] compiled for AVX-512F.
-    ///
-    /// # Safety
-    /// The CPU has AVX-512F.
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx512f,fma")]
-    #[allow(clippy::too_many_arguments)]
-    unsafe fn reduce_block_avx512(
-        &self,
+    ));
+    feature_twins!(reduce_block_avx2, reduce_block_avx512 => reduce_block(
         inputs: &[Input],
         map: &Merged,
         values: &[usize],
@@ -490,31 +484,7 @@ impl Program {
         hi: usize,
         regs: &mut Regs,
         aliased: bool,
-    ) {
-        self.reduce_block(inputs, map, values, accs, stores, lo, hi, regs, aliased)
-    }
-
-    /// [`Program::reduce_block`] compiled for AVX2 and FMA.
-    ///
-    /// # Safety
-    /// The CPU has AVX2 and FMA.
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2,fma")]
-    #[allow(clippy::too_many_arguments)]
-    unsafe fn reduce_block_avx2(
-        &self,
-        inputs: &[Input],
-        map: &Merged,
-        values: &[usize],
-        accs: &mut [Vec<f32>],
-        stores: &[(usize, SendPtr)],
-        lo: usize,
-        hi: usize,
-        regs: &mut Regs,
-        aliased: bool,
-    ) {
-        self.reduce_block(inputs, map, values, accs, stores, lo, hi, regs, aliased)
-    }
+    ));
 
     /// Positions `lo..hi` of [`Program::reduce`], accumulated into `accs`.
     #[inline(always)]

@@ -369,20 +369,21 @@ fn sibling_reductions(apart: bool) -> String {
     )
 }
 
+/// Compiles the module `mlir`, counts the plan's listing lines that contain
+/// `step`, and runs the plan on `inputs`: (the count, the results).
+fn count_and_run(mlir: &str, step: &str, inputs: Vec<Value<f32>>) -> (usize, Vec<Value<f32>>) {
+    let m = ir::parse::parse_module(mlir, "test.mlir").unwrap();
+    let mut plan = Plan::compile(&m, "main").unwrap();
+    let count = plan.listing().iter().filter(|l| l.contains(step)).count();
+    (count, plan.run(inputs).unwrap())
+}
+
 #[test]
 fn sibling_reductions_share_one_pass_with_unchanged_sums() {
     let ty = TensorType::new(vec![4, 6, 40, 40], ElemType::F32);
     let inputs = random_inputs(&[ty.clone(), ty], 7);
-    let run = |apart: bool| {
-        let m = ir::parse::parse_module(&sibling_reductions(apart), "siblings.mlir").unwrap();
-        let mut plan = Plan::compile(&m, "main").unwrap();
-        let reductions = plan
-            .listing()
-            .iter()
-            .filter(|l| l.contains("fused(reduce)"))
-            .count();
-        (reductions, plan.run(inputs.clone()).unwrap())
-    };
+    let run =
+        |apart: bool| count_and_run(&sibling_reductions(apart), "fused(reduce)", inputs.clone());
     let (merged, a) = run(false);
     let (separate, b) = run(true);
     assert_eq!((merged, separate), (1, 2), "the adjacent pair is one step");
@@ -429,16 +430,7 @@ fn a_bias_after_a_convolution_is_added_by_the_convolution() {
         TensorType::new(vec![5], ElemType::F32),
     ];
     let inputs = random_inputs(&tys, 11);
-    let run = |keep: bool| {
-        let m = ir::parse::parse_module(&conv_bias(keep), "conv_bias.mlir").unwrap();
-        let mut plan = Plan::compile(&m, "main").unwrap();
-        let loops = plan
-            .listing()
-            .iter()
-            .filter(|l| l.contains("fused(elementwise)"))
-            .count();
-        (loops, plan.run(inputs.clone()).unwrap())
-    };
+    let run = |keep: bool| count_and_run(&conv_bias(keep), "fused(elementwise)", inputs.clone());
     let (folded_loops, a) = run(false);
     let (kept_loops, b) = run(true);
     assert_eq!(

@@ -72,6 +72,16 @@ fn replica_inputs(n: usize, replicas: usize) -> Vec<Vec<Value<f32>>> {
         .collect()
 }
 
+/// The replica evaluator's outputs of `main` in `m` on `inputs`, replica by
+/// replica.
+fn evaluated_replicas(m: &ir::Module, inputs: Vec<Vec<Value<f32>>>) -> Vec<Vec<Value<f32>>> {
+    den::eval_replicas::<f32>(m, "main", inputs, &den::EvalOptions::default())
+        .unwrap()
+        .into_iter()
+        .map(|e| e.outputs)
+        .collect()
+}
+
 /// The replica plan computes what the replica evaluator computes: on a
 /// function of elementwise ops and two rounds of all_reduce, bit for bit on
 /// every replica (the same f32 ops, the same fold order), and every replica
@@ -87,12 +97,7 @@ fn the_replica_plan_agrees_with_the_replica_evaluator_bit_for_bit() {
             plan.summary()
         );
         let inputs = replica_inputs(5, replicas);
-        let want: Vec<Vec<Value<f32>>> =
-            den::eval_replicas::<f32>(&m, "main", inputs.clone(), &den::EvalOptions::default())
-                .unwrap()
-                .into_iter()
-                .map(|e| e.outputs)
-                .collect();
+        let want = evaluated_replicas(&m, inputs.clone());
         let got = plan.run(inputs.clone()).unwrap();
         assert_eq!(got, want, "{replicas} replicas");
         // Run again: the plans are reused.
@@ -112,12 +117,7 @@ fn the_replica_plan_agrees_with_the_replica_evaluator_bit_for_bit() {
 fn a_plan_without_the_fold_is_caught_and_untaken_collectives_are_refused() {
     let m = two_round_module(5, 2);
     let inputs = replica_inputs(5, 2);
-    let want: Vec<Vec<Value<f32>>> =
-        den::eval_replicas::<f32>(&m, "main", inputs.clone(), &den::EvalOptions::default())
-            .unwrap()
-            .into_iter()
-            .map(|e| e.outputs)
-            .collect();
+    let want = evaluated_replicas(&m, inputs.clone());
     let mut bad = exec::ReplicaPlan::compile(&m, "main", 2).unwrap();
     bad.skip_the_fold_for_tests();
     let got = bad.run(inputs.clone()).unwrap();

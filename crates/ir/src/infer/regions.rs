@@ -5,6 +5,17 @@
 
 use super::*;
 
+/// The type of `v` when `region` defines it: one of its arguments or a result
+/// of one of its ops.
+pub(super) fn region_value_type(region: &Block, v: ValueId) -> Option<TensorType> {
+    region
+        .args
+        .iter()
+        .chain(region.ops.iter().flat_map(|op| op.results.iter()))
+        .find(|(id, _)| *id == v)
+        .map(|(_, t)| t.clone())
+}
+
 /// Argument types and returned types of a single-block region. Returned values
 /// must be the block's arguments or results of its own ops.
 pub(super) fn region_signature(region: &Block) -> Rule<(Vec<TensorType>, Vec<TensorType>)> {
@@ -13,18 +24,13 @@ pub(super) fn region_signature(region: &Block) -> Rule<(Vec<TensorType>, Vec<Ten
         Some(op) if op.kind == OpKind::Return => op,
         _ => return Err("region must end with stablehlo.return".into()),
     };
-    let lookup = |v: ValueId| -> Option<TensorType> {
-        region
-            .args
-            .iter()
-            .chain(region.ops.iter().flat_map(|op| op.results.iter()))
-            .find(|(id, _)| *id == v)
-            .map(|(_, t)| t.clone())
-    };
     let rets = ret
         .operands
         .iter()
-        .map(|&v| lookup(v).ok_or_else(|| format!("region returns %{} defined outside it", v.0)))
+        .map(|&v| {
+            region_value_type(region, v)
+                .ok_or_else(|| format!("region returns %{} defined outside it", v.0))
+        })
         .collect::<Rule<Vec<_>>>()?;
     Ok((args, rets))
 }

@@ -9,8 +9,11 @@
 //! here, so it is taken from the op's stated result type and the verifier,
 //! which sees the scope, checks it.
 
-use super::{attr_len, check_region, operand_count, same_elem, same_shape, unique_in_range, Rule};
-use crate::module::{Block, ValueId};
+use super::{
+    attr_len, check_region, operand_count, region_value_type, same_elem, same_shape,
+    unique_in_range, Rule,
+};
+use crate::module::Block;
 use crate::ops::{GatherAttrs, ScatterAttrs};
 use crate::types::{ElemType, TensorType};
 
@@ -25,19 +28,11 @@ pub(super) fn region_returns(
         Some(op) if op.kind == crate::ops::OpKind::Return => op,
         _ => return Err(format!("{which} region must end with stablehlo.return")),
     };
-    let lookup = |v: ValueId| -> Option<TensorType> {
-        region
-            .args
-            .iter()
-            .chain(region.ops.iter().flat_map(|op| op.results.iter()))
-            .find(|(id, _)| *id == v)
-            .map(|(_, t)| t.clone())
-    };
     ret.operands
         .iter()
         .enumerate()
         .map(|(i, &v)| {
-            lookup(v)
+            region_value_type(region, v)
                 .or_else(|| outer.and_then(|o| o.get(i).cloned()))
                 .ok_or_else(|| format!("{which} region returns %{} whose type is not known", v.0))
         })

@@ -482,17 +482,7 @@ fn convolution_shapes() {
     );
     // NHWC / HWIO -> NHWC with feature groups: 4 input features in 2 groups,
     // kernel input features 2, 6 output features.
-    let nhwc = ConvDims {
-        input_batch: 0,
-        input_feature: 3,
-        input_spatial: vec![1, 2],
-        kernel_input_feature: 2,
-        kernel_output_feature: 3,
-        kernel_spatial: vec![0, 1],
-        output_batch: 0,
-        output_feature: 3,
-        output_spatial: vec![1, 2],
-    };
+    let nhwc = ConvDims::nhwc_hwio();
     let g = conv(
         &[1, 1],
         &[(0, 0), (0, 0)],

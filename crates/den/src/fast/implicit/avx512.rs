@@ -70,97 +70,11 @@ pub(super) unsafe fn tiles_f64(
                     if wide {
                         tile16(x, bases, ks, vs, out, step, kb > 0);
                     } else {
-                        tile8(x, bases, ks, vs[0], out[0], step, kb > 0);
+                        tile8::<6>(x, bases, ks, vs[0], out[0], step, kb > 0);
                     }
                 }
             }
             ot += if wide { 16 } else { 8 };
-        }
-    }
-}
-
-/// One 6 × 16 tile: rows `bases`, summed over `ks` with the two 8-feature
-/// slices of V at `v[0]`, `v[1]` (reduction row `j` at `+ j · step`), stored
-/// to the accumulator slices `out` (row `r` at `+ r · step`), added to what
-/// they hold when `accumulate`.
-///
-/// # Safety
-/// As [`tiles_f64`]; the slices hold `ks.len()` (V) and 6 (out) rows.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx2,fma")]
-unsafe fn tile16(
-    x: &[f64],
-    bases: &[usize],
-    ks: &[usize],
-    v: [*const f64; 2],
-    out: [*mut f64; 2],
-    step: usize,
-    accumulate: bool,
-) {
-    // SAFETY: every pointer below stays inside `x`, `v` or `out` by the contract.
-    unsafe {
-        let mut a = [[_mm512_setzero_pd(); 2]; 6];
-        if accumulate {
-            for (r, row) in a.iter_mut().enumerate() {
-                row[0] = _mm512_loadu_pd(out[0].add(r * step));
-                row[1] = _mm512_loadu_pd(out[1].add(r * step));
-            }
-        }
-        let xp: [*const f64; 6] = std::array::from_fn(|r| x.as_ptr().add(bases[r]));
-        let [mut v0, mut v1] = v;
-        for &k in ks {
-            let w0 = _mm512_loadu_pd(v0);
-            let w1 = _mm512_loadu_pd(v1);
-            for r in 0..6 {
-                let xv = _mm512_set1_pd(*xp[r].add(k));
-                a[r][0] = _mm512_fmadd_pd(xv, w0, a[r][0]);
-                a[r][1] = _mm512_fmadd_pd(xv, w1, a[r][1]);
-            }
-            v0 = v0.add(step);
-            v1 = v1.add(step);
-        }
-        for (r, row) in a.iter().enumerate() {
-            _mm512_storeu_pd(out[0].add(r * step), row[0]);
-            _mm512_storeu_pd(out[1].add(r * step), row[1]);
-        }
-    }
-}
-
-/// One 6 × 8 tile (the last 8 features when `opad` is not a multiple of 16),
-/// as [`tile16`] with one slice.
-///
-/// # Safety
-/// As [`tile16`].
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx2,fma")]
-unsafe fn tile8(
-    x: &[f64],
-    bases: &[usize],
-    ks: &[usize],
-    v: *const f64,
-    out: *mut f64,
-    step: usize,
-    accumulate: bool,
-) {
-    // SAFETY: as in `tile16`.
-    unsafe {
-        let mut a = [_mm512_setzero_pd(); 6];
-        if accumulate {
-            for (r, row) in a.iter_mut().enumerate() {
-                *row = _mm512_loadu_pd(out.add(r * step));
-            }
-        }
-        let xp: [*const f64; 6] = std::array::from_fn(|r| x.as_ptr().add(bases[r]));
-        let mut vp = v;
-        for &k in ks {
-            let w = _mm512_loadu_pd(vp);
-            for (r, row) in a.iter_mut().enumerate() {
-                *row = _mm512_fmadd_pd(_mm512_set1_pd(*xp[r].add(k)), w, *row);
-            }
-            vp = vp.add(step);
-        }
-        for (r, row) in a.iter().enumerate() {
-            _mm512_storeu_pd(out.add(r * step), *row);
         }
     }
 }
@@ -230,88 +144,130 @@ pub(super) unsafe fn tiles_f32(
     }
 }
 
-/// One 6 × 32 f32 tile (as [`tile16`] for f64: two 16-feature slices).
-///
-/// # Safety
-/// As [`tile16`].
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx2,fma")]
-unsafe fn tile32_f32(
-    x: &[f32],
-    bases: &[usize],
-    ks: &[usize],
-    v: [*const f32; 2],
-    out: [*mut f32; 2],
-    step: usize,
-    accumulate: bool,
-) {
-    // SAFETY: every pointer below stays inside `x`, `v` or `out` by the contract.
-    unsafe {
-        let mut a = [[_mm512_setzero_ps(); 2]; 6];
-        if accumulate {
-            for (r, row) in a.iter_mut().enumerate() {
-                row[0] = _mm512_loadu_ps(out[0].add(r * step));
-                row[1] = _mm512_loadu_ps(out[1].add(r * step));
+/// Defines `$name`, one 6-row tile of two vectors of output features for
+/// element type `$t` with the AVX-512 intrinsics given: rows `bases`, summed
+/// over `ks` with the two feature slices of V at `v[0]`, `v[1]` (reduction
+/// row `j` at `+ j · step`), stored to the accumulator slices `out` (row `r`
+/// at `+ r · step`), added to what they hold when `accumulate`.
+macro_rules! two_vector_tile {
+    ($(#[$doc:meta])* $name:ident: $t:ty, $zero:ident, $load:ident, $set1:ident, $fmadd:ident, $store:ident) => {
+        $(#[$doc])*
+        #[cfg(target_arch = "x86_64")]
+        #[target_feature(enable = "avx512f,avx2,fma")]
+        unsafe fn $name(
+            x: &[$t],
+            bases: &[usize],
+            ks: &[usize],
+            v: [*const $t; 2],
+            out: [*mut $t; 2],
+            step: usize,
+            accumulate: bool,
+        ) {
+            // SAFETY: every pointer below stays inside `x`, `v` or `out` by the contract.
+            unsafe {
+                let mut a = [[$zero(); 2]; 6];
+                if accumulate {
+                    for (r, row) in a.iter_mut().enumerate() {
+                        row[0] = $load(out[0].add(r * step));
+                        row[1] = $load(out[1].add(r * step));
+                    }
+                }
+                let xp: [*const $t; 6] = std::array::from_fn(|r| x.as_ptr().add(bases[r]));
+                let [mut v0, mut v1] = v;
+                for &k in ks {
+                    let w0 = $load(v0);
+                    let w1 = $load(v1);
+                    for r in 0..6 {
+                        let xv = $set1(*xp[r].add(k));
+                        a[r][0] = $fmadd(xv, w0, a[r][0]);
+                        a[r][1] = $fmadd(xv, w1, a[r][1]);
+                    }
+                    v0 = v0.add(step);
+                    v1 = v1.add(step);
+                }
+                for (r, row) in a.iter().enumerate() {
+                    $store(out[0].add(r * step), row[0]);
+                    $store(out[1].add(r * step), row[1]);
+                }
             }
         }
-        let xp: [*const f32; 6] = std::array::from_fn(|r| x.as_ptr().add(bases[r]));
-        let [mut v0, mut v1] = v;
-        for &k in ks {
-            let w0 = _mm512_loadu_ps(v0);
-            let w1 = _mm512_loadu_ps(v1);
-            for r in 0..6 {
-                let xv = _mm512_set1_ps(*xp[r].add(k));
-                a[r][0] = _mm512_fmadd_ps(xv, w0, a[r][0]);
-                a[r][1] = _mm512_fmadd_ps(xv, w1, a[r][1]);
-            }
-            v0 = v0.add(step);
-            v1 = v1.add(step);
-        }
-        for (r, row) in a.iter().enumerate() {
-            _mm512_storeu_ps(out[0].add(r * step), row[0]);
-            _mm512_storeu_ps(out[1].add(r * step), row[1]);
-        }
-    }
+    };
 }
 
-/// One `R` × 16 f32 tile (R = 6 or 12; the last 16 features when `opad` is
-/// not a multiple of 32, or all of them when it is 16), as [`tile8`] for f64.
-///
-/// # Safety
-/// As [`tile16`], with `R` rows of `out`.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx2,fma")]
-unsafe fn tile16_f32<const R: usize>(
-    x: &[f32],
-    bases: &[usize],
-    ks: &[usize],
-    v: *const f32,
-    out: *mut f32,
-    step: usize,
-    accumulate: bool,
-) {
-    // SAFETY: as in `tile32_f32`.
-    unsafe {
-        let mut a = [_mm512_setzero_ps(); R];
-        if accumulate {
-            for (r, row) in a.iter_mut().enumerate() {
-                *row = _mm512_loadu_ps(out.add(r * step));
+/// Defines `$name::<R>`, one `R`-row tile of one vector of output features
+/// for element type `$t`, as [`two_vector_tile`] with one slice.
+macro_rules! one_vector_tile {
+    ($(#[$doc:meta])* $name:ident: $t:ty, $zero:ident, $load:ident, $set1:ident, $fmadd:ident, $store:ident) => {
+        $(#[$doc])*
+        #[cfg(target_arch = "x86_64")]
+        #[target_feature(enable = "avx512f,avx2,fma")]
+        unsafe fn $name<const R: usize>(
+            x: &[$t],
+            bases: &[usize],
+            ks: &[usize],
+            v: *const $t,
+            out: *mut $t,
+            step: usize,
+            accumulate: bool,
+        ) {
+            // SAFETY: every pointer below stays inside `x`, `v` or `out` by the contract.
+            unsafe {
+                let mut a = [$zero(); R];
+                if accumulate {
+                    for (r, row) in a.iter_mut().enumerate() {
+                        *row = $load(out.add(r * step));
+                    }
+                }
+                let xp: [*const $t; R] = std::array::from_fn(|r| x.as_ptr().add(bases[r]));
+                let mut vp = v;
+                for &k in ks {
+                    let w = $load(vp);
+                    for (r, row) in a.iter_mut().enumerate() {
+                        *row = $fmadd($set1(*xp[r].add(k)), w, *row);
+                    }
+                    vp = vp.add(step);
+                }
+                for (r, row) in a.iter().enumerate() {
+                    $store(out.add(r * step), *row);
+                }
             }
         }
-        let xp: [*const f32; R] = std::array::from_fn(|r| x.as_ptr().add(bases[r]));
-        let mut vp = v;
-        for &k in ks {
-            let w = _mm512_loadu_ps(vp);
-            for (r, row) in a.iter_mut().enumerate() {
-                *row = _mm512_fmadd_ps(_mm512_set1_ps(*xp[r].add(k)), w, *row);
-            }
-            vp = vp.add(step);
-        }
-        for (r, row) in a.iter().enumerate() {
-            _mm512_storeu_ps(out.add(r * step), *row);
-        }
-    }
+    };
 }
+
+two_vector_tile!(
+    /// One 6 × 16 f64 tile (two 8-feature slices).
+    ///
+    /// # Safety
+    /// As [`tiles_f64`]; the slices hold `ks.len()` (V) and 6 (out) rows.
+    tile16: f64, _mm512_setzero_pd, _mm512_loadu_pd, _mm512_set1_pd, _mm512_fmadd_pd, _mm512_storeu_pd
+);
+
+one_vector_tile!(
+    /// One `R` × 8 f64 tile (R = 6: the last 8 features when `opad` is not a
+    /// multiple of 16).
+    ///
+    /// # Safety
+    /// As [`tile16`], with `R` rows of `out`.
+    tile8: f64, _mm512_setzero_pd, _mm512_loadu_pd, _mm512_set1_pd, _mm512_fmadd_pd, _mm512_storeu_pd
+);
+
+two_vector_tile!(
+    /// One 6 × 32 f32 tile (two 16-feature slices).
+    ///
+    /// # Safety
+    /// As [`tile16`].
+    tile32_f32: f32, _mm512_setzero_ps, _mm512_loadu_ps, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_storeu_ps
+);
+
+one_vector_tile!(
+    /// One `R` × 16 f32 tile (R = 6 or 12; the last 16 features when `opad`
+    /// is not a multiple of 32, or all of them when it is 16).
+    ///
+    /// # Safety
+    /// As [`tile16`], with `R` rows of `out`.
+    tile16_f32: f32, _mm512_setzero_ps, _mm512_loadu_ps, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_storeu_ps
+);
 
 /// Transposes a 16 × 16 block: row `i` of the block is the 16 floats at
 /// `src + i·src_stride` (output positions × features, the tile accumulators'

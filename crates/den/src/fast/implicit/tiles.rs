@@ -70,44 +70,30 @@ pub(super) fn tiles<U: TileFloat>(
     #[cfg(target_arch = "x86_64")]
     {
         if avx512::available() {
-            if let (Some(x), Some(v), Some(acc)) = (
-                same_type::<U, f64>(x),
-                same_type::<U, f64>(v),
-                same_type_mut::<U, f64>(acc),
-            ) {
-                // SAFETY: the CPU has the features; the asserts above (f64's
-                // tile is 6 rows, 8 lanes) are `tiles_f64`'s contract.
-                unsafe {
-                    {
+            // The AVX-512 tiles of element type `$t` when `U` is `$t`.
+            macro_rules! avx512_tiles_of {
+                ($t:ty, $tiles:path) => {
+                    if let (Some(x), Some(v), Some(acc)) = (
+                        same_type::<U, $t>(x),
+                        same_type::<U, $t>(v),
+                        same_type_mut::<U, $t>(acc),
+                    ) {
                         let kernel = Packed {
                             data: v,
                             opad,
                             panels,
                         };
-                        avx512::tiles_f64(x, rows, k_offset, kernel, k0, block, acc)
+                        // SAFETY: the CPU has the features; the asserts above
+                        // are the tiles' contract (f64's tile is 6 rows of 8
+                        // lanes, f32's 6 rows of 16, so `opad` and the panel
+                        // width are multiples of 16 there).
+                        unsafe { $tiles(x, rows, k_offset, kernel, k0, block, acc) };
+                        return;
                     }
                 };
-                return;
             }
-            if let (Some(x), Some(v), Some(acc)) = (
-                same_type::<U, f32>(x),
-                same_type::<U, f32>(v),
-                same_type_mut::<U, f32>(acc),
-            ) {
-                // SAFETY: as above (f32's tile is 6 rows, 16 lanes, so `opad`
-                // and the panel width are multiples of 16).
-                unsafe {
-                    {
-                        let kernel = Packed {
-                            data: v,
-                            opad,
-                            panels,
-                        };
-                        avx512::tiles_f32(x, rows, k_offset, kernel, k0, block, acc)
-                    }
-                };
-                return;
-            }
+            avx512_tiles_of!(f64, avx512::tiles_f64);
+            avx512_tiles_of!(f32, avx512::tiles_f32);
         }
         if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
         {

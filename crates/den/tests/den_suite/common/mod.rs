@@ -82,6 +82,21 @@ impl Fb {
     pub fn constant(&mut self, v: f64, ty: TensorType) -> ValueId {
         self.op1(OpKind::Constant(DenseData::Float(vec![v])), &[], ty)
     }
+    /// An f32 max pool of NCHW `x` (3 × 3 window, stride 2, spatial padding
+    /// 1, initial value −∞) with result shape `out`.
+    pub fn max_pool_3x3_s2_p1(&mut self, x: ValueId, out: &[i64]) -> ValueId {
+        let ninf = self.constant(f64::NEG_INFINITY, TensorType::f32(vec![]));
+        let mx = self.binary_region(BinaryOp::Maximum, ElemType::F32);
+        let wa = WindowAttrs {
+            window_dimensions: vec![1, 1, 3, 3],
+            window_strides: vec![1, 1, 2, 2],
+            base_dilations: vec![1; 4],
+            window_dilations: vec![1; 4],
+            padding: vec![(0, 0), (0, 0), (1, 1), (1, 1)],
+        };
+        let ty = TensorType::f32(out.to_vec());
+        self.op(OpKind::ReduceWindow(wa), &[x, ninf], vec![mx], &[ty])[0]
+    }
     pub fn finish(mut self, results: &[ValueId]) -> Module {
         self.op(OpKind::FuncReturn, results, vec![], &[]);
         let res = results
@@ -103,6 +118,81 @@ impl Fb {
             name: None,
             attrs: None,
             funcs: vec![f],
+        }
+    }
+}
+
+/// A 2-D NCHW convolution case: batch `n`, `c` input and `o` output
+/// features, spatial size `hw`, kernel size `k`, and the op's strides,
+/// padding, dilations, reversal and group counts.
+#[derive(Clone, Debug)]
+pub struct ConvCase {
+    pub n: usize,
+    pub c: usize,
+    pub o: usize,
+    pub hw: [usize; 2],
+    pub k: [usize; 2],
+    pub stride: [i64; 2],
+    pub pad: [(i64, i64); 2],
+    pub ld: [i64; 2],
+    pub rd: [i64; 2],
+    pub rev: [bool; 2],
+    pub fg: usize,
+    pub bg: usize,
+}
+
+impl ConvCase {
+    /// A stride-1, undilated, unreversed, ungrouped case with padding `pad`.
+    pub fn plain(
+        n: usize,
+        c: usize,
+        o: usize,
+        hw: [usize; 2],
+        k: [usize; 2],
+        pad: [(i64, i64); 2],
+    ) -> Self {
+        ConvCase {
+            n,
+            c,
+            o,
+            hw,
+            k,
+            stride: [1, 1],
+            pad,
+            ld: [1, 1],
+            rd: [1, 1],
+            rev: [false, false],
+            fg: 1,
+            bg: 1,
+        }
+    }
+
+    /// The output's spatial size, `None` when the window does not fit.
+    pub fn out_hw(&self) -> Option<[usize; 2]> {
+        let mut out = [0; 2];
+        for (d, o) in out.iter_mut().enumerate() {
+            let dil_in = (self.hw[d] as i64 - 1) * self.ld[d] + 1 + self.pad[d].0 + self.pad[d].1;
+            let dil_k = (self.k[d] as i64 - 1) * self.rd[d] + 1;
+            if dil_in < dil_k {
+                return None;
+            }
+            *o = ((dil_in - dil_k) / self.stride[d] + 1) as usize;
+        }
+        Some(out)
+    }
+
+    /// The op's attributes with dimension numbers `dims`.
+    pub fn attrs(&self, dims: ConvDims) -> ConvAttrs {
+        ConvAttrs {
+            window_strides: self.stride.to_vec(),
+            padding: self.pad.to_vec(),
+            lhs_dilation: self.ld.to_vec(),
+            rhs_dilation: self.rd.to_vec(),
+            window_reversal: self.rev.to_vec(),
+            dims,
+            feature_group_count: self.fg as i64,
+            batch_group_count: self.bg as i64,
+            precision_config: None,
         }
     }
 }
