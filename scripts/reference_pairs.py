@@ -9,6 +9,7 @@ Usage:
       [--work /tmp/refpairs/work] [--seed 0] [--timeout 1800] [--max-memory 14G]
       [--deadline HH:MM] [--certgrad target/release/certgrad] [--list] [--f32]
 
+
 Nothing is written into the repository. For each file the script
   1. reads the net and recipe from the file's name (NET_RECIPE_train_step,
      NET_fwd_eval, ...; the table NETS and the recipe tokens below) and
@@ -32,12 +33,20 @@ largest output's (a gradient that is zero in exact arithmetic, e.g. a
 convolution bias in front of a batch norm, is f32 noise in both), and how
 many outputs differ by more than 1e-4. It says how far the two agree in f32,
 not that they are the same function.
+A reference step that bakes label smoothing into its loss and gradient
+(dlogits = softmax − (0.9·onehot + 0.1/K); 94 of the reference project's
+steps do, every cross-entropy step of its 224² nets) is compared with
+certgrad's render of the same net written as a net file with
+label_smoothing = 0.1 (`certgrad nets NET --write-file`, then that one line
+changed; the built-in nets do not smooth); the TSV's certgrad column then
+says "ls 0.1".
 One TSV line per file, appended as each finishes (a file the TSV already
 has is not run again); the diff's whole output in
 WORK/NAME.diff.txt.
 """
 
 import argparse
+import datetime
 import os
 import re
 import subprocess
@@ -227,6 +236,31 @@ def summarise_diff(text):
     return verdict, worst, differing, " | ".join(where)
 
 
+def label_smoothing(text):
+    """The label smoothing ε a cross-entropy step bakes in (its dlogits add
+    ε·onehot and −ε/K to softmax − onehot), or None."""
+    m = re.search(r"%onehot: tensor<\d+x(\d+)xf32>", text)
+    if not m:
+        return None
+    K = int(m.group(1))
+    eps = re.search(r"stablehlo\.multiply %onehot, %(\w+)", text)
+    if not eps:
+        return None
+    c = re.search(r"%%%s = stablehlo\.constant dense<([0-9.e+-]+)> : tensor<\d+x%dxf32>" % (eps.group(1), K), text)
+    return float(c.group(1)) if c else None
+
+
+def smoothed_net(a, net, eps):
+    """A net file of `net` with label_smoothing = eps, written once."""
+    path = os.path.join(a.work, f"{net}-ls{eps}.toml")
+    if not os.path.exists(path):
+        subprocess.run([a.certgrad, "nets", net, "--write-file", path], check=True, capture_output=True)
+        text = open(path).read()
+        assert 'label_smoothing = "none"' in text, path
+        open(path, "w").write(text.replace('label_smoothing = "none"', f"label_smoothing = {eps}", 1))
+    return path
+
+
 def f32_compare(a, ref, mine, paths, R, work):
     """Both files on the native f32 executor at the same inputs; a text in
     diff's form (result lines and a verdict) for summarise_diff."""
@@ -302,8 +336,16 @@ def main():
     if not os.path.exists(a.tsv) and not a.list:
         with open(a.tsv, "w") as t:
             t.write("file\tR\tcertgrad\tverdict\tworst_rel\tn_differing\tdiffering\twhere\tseconds\n")
+    # The deadline is the next HH:MM to come (past midnight: tomorrow's).
+    stop = None
+    if a.deadline:
+        h, mnt = map(int, a.deadline.split(":"))
+        now = datetime.datetime.now()
+        stop = now.replace(hour=h, minute=mnt, second=0, microsecond=0)
+        if stop <= now:
+            stop += datetime.timedelta(days=1)
     for stem in files:
-        if a.deadline and time.strftime("%H:%M") >= a.deadline:
+        if stop and datetime.datetime.now() >= stop:
             print(f"deadline {a.deadline} reached; stopping before {stem}", flush=True)
             break
         path = os.path.join(a.mlir_dir, stem + ".mlir")
@@ -314,6 +356,10 @@ def main():
             continue
         t0 = time.time()
         row = [stem, str(R), " ".join(flags) if flags else "-"]
+        eps = label_smoothing(open(path).read()) if flags is not None else None
+        if eps is not None:
+            flags = [flags[0], smoothed_net(a, flags[1], eps), *flags[2:]]
+            row[2] = " ".join(["render", NETS[split_name(stem)[0]], f"(ls {eps})", *flags[2:]])
         if flags is None:
             row += ["lacks: " + why, "", "", "", "", ""]
         else:
