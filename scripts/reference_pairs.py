@@ -39,7 +39,8 @@ steps do, every cross-entropy step of its 224² nets) is compared with
 certgrad's render of the same net written as a net file with
 label_smoothing = 0.1 (`certgrad nets NET --write-file`, then that one line
 changed; the built-in nets do not smooth); the TSV's certgrad column then
-says "ls 0.1".
+says "ls 0.1". A step's weight decay (its constant `%wd`, e.g. 0.05 in the
+ImageNet ConvNeXt recipes) is passed as --weight-decay.
 One TSV line per file, appended as each finishes (a file the TSV already
 has is not run again); the diff's whole output in
 WORK/NAME.diff.txt.
@@ -250,6 +251,15 @@ def label_smoothing(text):
     return float(c.group(1)) if c else None
 
 
+def weight_decay(text):
+    """The weight decay `%wd` a step reads (a constant declared and used),
+    or None."""
+    m = re.search(r"%wd = stablehlo\.constant dense<([0-9.e+-]+)> : tensor<f32>", text)
+    if not m or len(re.findall(r"%wd\b", text)) < 2:
+        return None
+    return float(m.group(1))
+
+
 def smoothed_net(a, net, eps):
     """A net file of `net` with label_smoothing = eps, written once."""
     path = os.path.join(a.work, f"{net}-ls{eps}.toml")
@@ -356,7 +366,12 @@ def main():
             continue
         t0 = time.time()
         row = [stem, str(R), " ".join(flags) if flags else "-"]
-        eps = label_smoothing(open(path).read()) if flags is not None else None
+        text = open(path).read()
+        eps = label_smoothing(text) if flags is not None else None
+        wd = weight_decay(text)
+        if flags is not None and wd is not None and any(o in flags for o in ("adamw", "rmsprop", "lamb")):
+            flags += ["--weight-decay", repr(wd)]
+            row[2] = " ".join(flags)
         if eps is not None:
             flags = [flags[0], smoothed_net(a, flags[1], eps), *flags[2:]]
             row[2] = " ".join(["render", NETS[split_name(stem)[0]], f"(ls {eps})", *flags[2:]])
